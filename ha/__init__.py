@@ -1,0 +1,1 @@
+"""ha-testbed: the scheduler model, the HA runtime, experiments and oracles."""

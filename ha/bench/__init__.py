@@ -1,0 +1,50 @@
+"""Benchmarks behind ``ha-testbed bench NAME``.
+
+Each benchmark measures its figure beside a baseline in the same run (these machines are noisy) and
+reports the ratio. A module ``ha.bench.<name>`` exposes ``run(quick: bool) -> BenchResult``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# CLI name -> module under ha.bench
+BENCHMARKS: dict[str, str] = {
+    "api-write": "api_write",
+    "informer": "informer",
+    "session": "session",
+    "e2e": "e2e",
+    "scale": "scale",
+}
+
+
+@dataclass
+class BenchResult:
+    name: str
+    value: float
+    unit: str
+    baseline: float | None
+    ratio: float | None
+    params: dict[str, Any] = field(default_factory=dict)
+    # further figures of the same run (e.g. batched writes beside single writes), each a dict with
+    # the same keys as the top level; printed as extra rows
+    extra: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not d["extra"]:
+            d.pop("extra")
+        return d
+
+
+def load(name: str):
+    mod = BENCHMARKS.get(name)
+    if mod is None:
+        return None
+    try:
+        return importlib.import_module(f"ha.bench.{mod}")
+    except ModuleNotFoundError as e:
+        if e.name == f"ha.bench.{mod}":
+            return None
+        raise

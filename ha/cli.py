@@ -1,0 +1,115 @@
+"""The ``ha-testbed`` command line (typer). Commands import their machinery lazily so that
+``ha-testbed --help`` stays fast and a broken corner of the tree cannot break the others."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ha.errors import BadInput, CheckFailed
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="HA scheduler testbed: several Volcano-model schedulers, informer caches on "
+                       "Redis Streams, watch-level chaos, drift measured.")
+scenario_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           help="Run scenario files through one in-memory scheduling session.")
+app.add_typer(scenario_app, name="scenario")
+
+
+def _fail(e: Exception) -> None:
+    code = getattr(e, "exit_code", 2)
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(code)
+
+
+@scenario_app.command("run")
+def scenario_run(
+    paths: List[Path] = typer.Argument(..., help="scenario files (JSON) or folders of them"),
+    profile: str = typer.Option("v1.14", "--profile", "-p", help="behaviour profile"),
+    check: bool = typer.Option(False, "--check", help="compare with each file's `expected`; exit 1 on a mismatch"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Run scenario files (DESIGN.md format) and print what was bound, evicted and pipelined."""
+    from ha.scenario.cli import run_scenarios
+    try:
+        code = run_scenarios([str(p) for p in paths], profile=profile, check=check, as_json=as_json)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("run")
+def run_experiment(
+    experiment: Path = typer.Argument(..., help="experiment file (YAML)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="results folder (default results/<name>-<time>)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="override the experiment's seed"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="override the experiment's profile"),
+    redis_url: Optional[str] = typer.Option(None, "--redis-url", help="use this Redis instead of the embedded one"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="use this Ray cluster instead of a local one"),
+    duration: Optional[str] = typer.Option(None, "--duration", help="override the experiment's duration (e.g. 20s)"),
+) -> None:
+    """Run an experiment: several scheduler instances, a living cluster, chaos; writes a results folder."""
+    from ha.experiment.runner import run_cli
+    try:
+        code = run_cli(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
+                       ray_address=ray_address, duration=duration)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("demo")
+def demo(
+    redis_url: Optional[str] = typer.Option(None, "--redis-url", help="use this Redis instead of the embedded one"),
+) -> None:
+    """A short live demo of the API server: create nodes and pods, watch them, bind one."""
+    from cluster_state.demo import run_demo
+    try:
+        code = run_demo(redis_url)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("bench")
+def bench(
+    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
+    quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Run one benchmark; print its figure beside its baseline measured in the same run, and the ratio."""
+    from ha import bench as benches
+    mod = benches.load(name)
+    if mod is None:
+        _fail(BadInput(f"bench: unknown or not yet available benchmark {name!r}; "
+                       f"known: {', '.join(benches.BENCHMARKS)}"))
+    try:
+        result = mod.run(quick=quick)
+    except BadInput as e:
+        _fail(e)
+    if as_json:
+        typer.echo(json.dumps(result.to_json()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title=f"bench {name}")
+    for col in ("figure", "value", "baseline", "ratio"):
+        t.add_column(col)
+    rows = [result.to_json()] + list(result.extra)
+    for r in rows:
+        base = "" if r.get("baseline") is None else f"{r['baseline']:,.1f} {r['unit']}"
+        ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f}x"
+        t.add_row(r["name"], f"{r['value']:,.1f} {r['unit']}", base, ratio)
+    Console().print(t)
+    typer.echo("params: " + json.dumps(result.params))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Behaviour switches and named profiles (DESIGN.md "Behaviour switches and profiles").
+
+Each part of each proposed fix is one switch so that an experiment can turn one on at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+from ha.errors import BadInput
+
+__all__ = ["Switches", "PROFILES", "profile", "profile_names"]
+
+
+@dataclass(frozen=True)
+class Switches:
+    # seed 000 (PR #5045) — Statement / allocate layer
+    cache_pipeline: bool = False            # Statement commit persists Pipeline in the cache + writes nominatedNodeName
+    three_way_commit: bool = False          # allocate: commit ready jobs, commit pipelined jobs, discard the rest
+    pipelined_first: bool = False           # allocate: pipelined jobs first, pipelined tasks before pending ones
+    repipeline_guard: bool = False          # Pipeline of a task already pipelined on that node is a no-op
+    update_task_on_allocate: bool = False   # Allocate of a task already on the node uses UpdateTask (Problem 1)
+    futureidle_unpipeline: bool = False     # un-pipeline a pipelined task that no longer fits its node (Problem 2)
+    self_exclusion: bool = False            # fit checks of a pipelined task on its own node add back its reservation
+    sync_nominated_node: bool = False       # NominatedNodeName in the transaction context, set synchronously (Problem 3)
+    # seed 000 — cache / informer layer
+    informer_guard_pipelined: bool = False  # ignore pod updates without nodeName for Pipelined tasks
+    reconstruct_pipelined: bool = False     # getTaskStatus: Pending + no nodeName + nominatedNodeName -> Pipelined (Problem 4)
+    update_task_on_bind: bool = False       # AddBindTask of a pipelined task uses UpdateTask (Problem 5)
+    # alternatives
+    annotation_persistence: bool = False    # seed 003: pipelined state in pod annotations instead
+    nominate_for_expectation: bool = False  # KEP-5278: set nominatedNodeName when a bind starts
+    commit_pipelined_only: bool = False     # PR #5663: a JobPipelined statement keeps only its Pipeline ops
+    # API server
+    clear_nnn_on_binding: bool = False      # binding clears status.nominatedNodeName (KEP-5278)
+
+    def with_(self, **changes: bool) -> "Switches":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise BadInput(f"unknown switch(es): {', '.join(sorted(unknown))}; "
+                           f"known: {', '.join(f.name for f in fields(self))}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, bool]:
+        return asdict(self)
+
+    def enabled(self) -> list[str]:
+        return [k for k, v in asdict(self).items() if v]
+
+
+_PR5045 = Switches(cache_pipeline=True, three_way_commit=True, pipelined_first=True,
+                   repipeline_guard=True, update_task_on_allocate=True, futureidle_unpipeline=True,
+                   sync_nominated_node=True, informer_guard_pipelined=True,
+                   reconstruct_pipelined=True, update_task_on_bind=True)
+
+PROFILES: dict[str, Switches] = {
+    "v1.14": Switches(),
+    # the PR as coded at 2053c7114: everything in seed 000 except self-exclusion (S1)
+    "pr5045": _PR5045,
+    "pr5045-fixed": replace(_PR5045, self_exclusion=True),
+    # seed 003: pipelined state persisted in annotations, rebuilt from them
+    "annotations": Switches(annotation_persistence=True, three_way_commit=True, pipelined_first=True,
+                            repipeline_guard=True, self_exclusion=True),
+    # PR #5663: keep the nomination, reserve nothing in the cache
+    "nomination-only": Switches(three_way_commit=True, commit_pipelined_only=True,
+                                sync_nominated_node=True),
+}
+# aliases users type
+PROFILES["v1.14.0"] = PROFILES["v1.14"]
+
+
+def profile_names() -> list[str]:
+    return [n for n in PROFILES if n != "v1.14.0"]
+
+
+def profile(name: str, **overrides: bool) -> Switches:
+    """The switches of a named profile, with optional per-switch overrides."""
+    try:
+        base = PROFILES[name]
+    except KeyError:
+        raise BadInput(f"unknown profile {name!r}; known: {', '.join(profile_names())}") from None
+    return base.with_(**overrides) if overrides else base
