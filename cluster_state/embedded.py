@@ -114,10 +114,20 @@ class EmbeddedRedis:
             if self.proc.poll() is not None:
                 return False
             try:
+                # ask for the process id: a PONG alone could come from another server that
+                # already holds the port
                 with socket.create_connection((self.host, self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
+                    s.sendall(b"INFO server\r\n")
+                    buf = b""
+                    while b"process_id:" not in buf or not buf.endswith(b"\r\n"):
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    if f"process_id:{self.proc.pid}\r\n".encode() in buf:
                         return True
+                    if b"process_id:" in buf:
+                        return False  # someone else's server on this port
             except OSError:
                 pass
             time.sleep(0.01)
