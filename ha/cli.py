@@ -107,6 +107,21 @@ def bench(
     typer.echo("params: " + json.dumps(result.params))
 
 
+@app.command("replay")
+def replay(
+    results_dir: Path = typer.Argument(..., help="results folder of a run"),
+    instance: str = typer.Option(..., "--instance", help="instance name, e.g. scheduler-1"),
+    until: Optional[int] = typer.Option(None, "--until", help="stop at this resourceVersion"),
+) -> None:
+    """Rebuild an instance's cache from its delivery log, deterministically, and print its digest."""
+    from chaos.replay import replay_cli
+    try:
+        code = replay_cli(results_dir, instance, until, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
 def main() -> None:
     app()
 

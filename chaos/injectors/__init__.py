@@ -1,0 +1,1 @@
+"""Fault injectors: watch (delivery hook), proxy (Redis TCP), api (client wrapper), process."""

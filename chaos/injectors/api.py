@@ -1,0 +1,177 @@
+"""API-level chaos on an instance's writes: ``api-latency`` and ``api-conflict``.
+
+``ApiChaos`` holds the active faults of one instance (activations, like the watch hooks: driven by
+the schedule once ``set_epoch`` is called, or by the nemesis with ``activate``/``deactivate``).
+``ChaosApiClient(inner, chaos)`` / ``AsyncChaosApiClient`` wrap an ``ApiClient`` /
+``AsyncApiClient``; for each call of a verb the fault covers (writes by default):
+
+* ``api-latency``: sleep a delay drawn from the fault's distribution, then make the call (a slow
+  API server as the client sees it);
+* ``api-conflict``: with the fault's probability, do *not* make the call and raise
+  ``cluster_state.errors.Conflict`` (409) -- a write that lost a race. ``bind_many`` draws per
+  binding: the losers get a Conflict in their slot, the rest are sent.
+
+Draws come from ``ScheduledFault.rng(instance, "api", verb)`` (seeded per fault). Other attributes
+pass through. The wrapper pickles (the chaos object does; the inner client is created in place).
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from chaos.schedule import Schedule, ScheduledFault
+
+__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "instance_api_chaos", "API_FAULTS"]
+
+API_FAULTS = frozenset({"api-latency", "api-conflict"})
+
+
+@dataclass
+class _Act:
+    sf: ScheduledFault
+    start: float
+    end: float
+    rngs: dict
+
+
+class ApiChaos:
+    def __init__(self, instance: str, faults: Iterable[ScheduledFault] = (), *,
+                 epoch: float | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.instance = instance
+        self.clock = clock
+        self.scheduled = [sf for sf in faults if sf.name in API_FAULTS and instance in sf.targets]
+        self.activations: dict[int, _Act] = {}
+        self.stats = {"calls": 0, "delayed": 0, "delay_s_total": 0.0, "conflicts": 0}
+        if epoch is not None:
+            self.set_epoch(epoch)
+
+    def set_epoch(self, t0_wall: float) -> None:
+        for sf in self.scheduled:
+            end = math.inf if sf.end is None else t0_wall + sf.end
+            self.activations[sf.index] = _Act(sf, t0_wall + sf.at, end, {})
+
+    def activate(self, sf: ScheduledFault, *, start: float | None = None, end: float | None = None) -> bool:
+        if sf.name not in API_FAULTS:
+            return False
+        start = self.clock() if start is None else start
+        if end is None:
+            end = math.inf if sf.fault.duration is None else start + sf.fault.duration
+        self.activations[sf.index] = _Act(sf, start, end, {})
+        return True
+
+    def deactivate(self, index: int) -> None:
+        a = self.activations.get(index)
+        if a is not None:
+            a.end = min(a.end, self.clock())
+
+    def _rng(self, a: _Act, verb: str):
+        r = a.rngs.get(verb)
+        if r is None:
+            r = a.rngs[verb] = a.sf.rng(self.instance, "api", verb)
+        return r
+
+    def decide(self, verb: str, n: int = 1) -> tuple[float, list[bool]]:
+        """(delay seconds, conflict flag per item) for one call of ``verb`` with ``n`` items."""
+        now = self.clock()
+        delay = 0.0
+        conflicts = [False] * n
+        self.stats["calls"] += 1
+        for a in self.activations.values():
+            if not (a.start <= now < a.end) or verb not in a.sf.fault.verbs:
+                continue
+            if a.sf.name == "api-latency":
+                delay = max(delay, a.sf.fault.delay.sample(self._rng(a, verb)))
+            else:
+                p = a.sf.fault.probability
+                rng = self._rng(a, verb)
+                for i in range(n):
+                    if rng.random() < p:
+                        conflicts[i] = True
+        if delay > 0:
+            self.stats["delayed"] += 1
+            self.stats["delay_s_total"] += delay
+        self.stats["conflicts"] += sum(conflicts)
+        return delay, conflicts
+
+
+def _conflict(verb: str, args: tuple, kw: dict):
+    from cluster_state.errors import Conflict
+    kind = ns = name = None
+    if verb in ("bind", "evict") and len(args) >= 2:
+        kind, ns, name = "Pod", args[0], args[1]
+    elif args and isinstance(args[0], dict):
+        md = args[0].get("metadata") or {}
+        kind, ns, name = args[0].get("kind"), md.get("namespace"), md.get("name")
+    elif verb in ("delete", "patch_annotations") and args:
+        kind = args[0]
+        name = args[1] if len(args) > 1 else None
+        ns = args[2] if len(args) > 2 else kw.get("namespace")
+    return Conflict(f"{verb}: injected conflict (chaos api-conflict)", kind=kind, namespace=ns, name=name)
+
+
+_VERBS = frozenset({"create", "get", "list", "update", "update_status", "patch_annotations", "bind",
+                    "bind_many", "delete", "evict", "watch"})
+
+
+class ChaosApiClient:
+    def __init__(self, inner: Any, chaos: ApiChaos, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.inner = inner
+        self.chaos = chaos
+        self._sleep = sleep
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in _VERBS:
+            return attr
+        chaos = self.chaos
+
+        def call(*args, **kw):
+            if name == "bind_many":
+                items = list(args[0]) if args else list(kw.pop("bindings"))
+                delay, lose = chaos.decide(name, len(items))
+                if delay > 0:
+                    self._sleep(delay)
+                send = [b for b, c in zip(items, lose) if not c]
+                got = iter(attr(send, *args[1:], **kw) if send else [])
+                return [_conflict("bind", tuple(b), {}) if c else next(got) for b, c in zip(items, lose)]
+            delay, lose = chaos.decide(name)
+            if delay > 0:
+                self._sleep(delay)
+            if lose[0]:
+                raise _conflict(name, args, kw)
+            return attr(*args, **kw)
+        call.__name__ = name
+        return call
+
+
+class AsyncChaosApiClient(ChaosApiClient):
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in _VERBS:
+            return attr
+        chaos = self.chaos
+
+        async def call(*args, **kw):
+            if name == "bind_many":
+                items = list(args[0]) if args else list(kw.pop("bindings"))
+                delay, lose = chaos.decide(name, len(items))
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                send = [b for b, c in zip(items, lose) if not c]
+                got = iter(await attr(send, *args[1:], **kw) if send else [])
+                return [_conflict("bind", tuple(b), {}) if c else next(got) for b, c in zip(items, lose)]
+            delay, lose = chaos.decide(name)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if lose[0]:
+                raise _conflict(name, args, kw)
+            return await attr(*args, **kw)
+        call.__name__ = name
+        return call
+
+
+def instance_api_chaos(schedule: Schedule, instance: str, *, epoch: float | None = None) -> ApiChaos:
+    return ApiChaos(instance, schedule.for_instance(instance), epoch=epoch)

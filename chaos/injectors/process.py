@@ -1,0 +1,94 @@
+"""Process-level chaos: ``kill`` / ``pause`` of a scheduler instance by its PID (never by name),
+``redis-restart`` of an embedded Redis with persistence, and ``clock-rate`` on an instance.
+
+``leader`` targets are resolved by the nemesis when the fault fires (``chaos.nemesis``).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import time
+from typing import Any
+
+__all__ = ["pause_pid", "resume_pid", "kill_pid", "pid_alive", "pid_state", "wait_pid_state",
+           "ray_kill", "restart_redis", "set_clock_rate"]
+
+
+def _check_pid(pid: Any) -> int:
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
+        raise ValueError(f"not a process id we may signal: {pid!r}")
+    if pid == os.getpid():
+        raise ValueError(f"refusing to signal our own process ({pid})")
+    return pid
+
+
+def pause_pid(pid: int) -> None:
+    """SIGSTOP: the process stops dead (no cleanup, its lease renewals stop: Jepsen's :pause)."""
+    os.kill(_check_pid(pid), signal.SIGSTOP)
+
+
+def resume_pid(pid: int) -> None:
+    os.kill(_check_pid(pid), signal.SIGCONT)
+
+
+def kill_pid(pid: int, sig: int = signal.SIGKILL) -> None:
+    """SIGKILL by default: a crash, not a shutdown (the lease is not released)."""
+    os.kill(_check_pid(pid), sig)
+
+
+def pid_alive(pid: int) -> bool:
+    st = pid_state(pid)
+    return st is not None and st not in ("Z", "X")
+
+
+def pid_state(pid: int) -> str | None:
+    """The process state letter from /proc (R, S, T = stopped, Z = zombie ...), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            data = fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # the command name is in parentheses and may contain spaces
+    return data[data.rindex(")") + 2]
+
+
+def wait_pid_state(pid: int, states: str | None, timeout: float = 10.0) -> bool:
+    """Poll until the process is in one of ``states`` (None: gone or zombie)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = pid_state(pid)
+        if (states is None and (st is None or st in "ZX")) or (states and st and st in states):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def ray_kill(actor: Any, *, no_restart: bool = True) -> None:
+    import ray
+    ray.kill(actor, no_restart=no_restart)
+
+
+def restart_redis(server: Any, down_s: float = 0.0) -> None:
+    """Stop and start an EmbeddedRedis on the same port. Its data survives only if it was started
+    with ``persistence=True`` (AOF): the runner turns that on when the schedule has redis-restart."""
+    if not getattr(server, "persistence", False):
+        raise ValueError("redis-restart needs an EmbeddedRedis started with persistence=True "
+                         "(otherwise the API server's state would be lost)")
+    server.restart(down_s)
+
+
+async def set_clock_rate(instance: Any, rate: float) -> None:
+    """A SchedulerInstance (``await inst.set_clock_rate(r)``) or its Ray actor (``.remote``)."""
+    fn = instance.set_clock_rate
+    if hasattr(fn, "remote"):
+        import ray
+        await _ray_await(fn.remote(rate))
+        return
+    res = fn(rate)
+    if inspect.isawaitable(res):
+        await res
+
+
+async def _ray_await(ref):
+    return await ref

@@ -1,0 +1,151 @@
+"""Synchronous API client (redis-py + hiredis). All logic lives in :mod:`cluster_state.store`;
+this module only drives its operations over a blocking connection."""
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from .store import SCRIPTS, Command, Op, Script, Store, Stream, keys_for
+from .watch import ListResult, WatchEvent
+
+__all__ = ["ApiClient"]
+
+
+def _check_client(client: Any) -> None:
+    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+    if kw.get("decode_responses"):
+        raise ValueError("the API client needs a Redis client with decode_responses=False "
+                         "(objects are msgpack bytes)")
+
+
+class ApiClient:
+    """A Kubernetes-like API server on Redis; see docs in store.py and INTERFACES.md."""
+
+    def __init__(self, redis_client: "redis.Redis", prefix: str = "ht", *, history: int = 100_000,
+                 clear_nnn_on_binding: bool = False):
+        _check_client(redis_client)
+        self.redis = redis_client
+        self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding)
+        self.keys = keys_for(prefix)
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "ht", **kw) -> "ApiClient":
+        return cls(redis.Redis.from_url(url, decode_responses=False), prefix, **kw)
+
+    @property
+    def prefix(self) -> str:
+        return self.store.prefix
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> "ApiClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- driver -----------------------------------------------------------------------------
+    def _stream(self, scripts) -> list:
+        pool = self.redis.connection_pool
+        conn = None
+        sent: list[Script] = []
+        out: list = []
+        try:
+            for s in scripts:
+                if conn is None:
+                    conn = pool.get_connection()
+                conn.send_command("EVALSHA", SCRIPTS[s.name][1], 0, *s.args)
+                sent.append(s)
+            for _ in sent:
+                try:
+                    out.append(conn.read_response())
+                except ResponseError as e:   # drain every reply before handling errors
+                    out.append(e)
+        except BaseException:
+            if conn is not None:
+                conn.disconnect()   # replies may be left unread: never reuse this connection
+            raise
+        finally:
+            if conn is not None:
+                pool.release(conn)
+        for i, r in enumerate(out):
+            if isinstance(r, NoScriptError):
+                out[i] = self._execute(sent[i])   # nothing ran: load the script and resend
+            elif isinstance(r, Exception):
+                raise r
+        return out
+
+    def _execute(self, req: Script | Command | Stream) -> Any:
+        if isinstance(req, Stream):
+            return self._stream(req.scripts)
+        if isinstance(req, Command):
+            return self.redis.execute_command(*req.args)
+        src, sha = SCRIPTS[req.name]
+        try:
+            return self.redis.execute_command("EVALSHA", sha, 0, *req.args)
+        except NoScriptError:  # first use, or Redis restarted and lost its script cache
+            self.redis.script_load(src)
+            return self.redis.execute_command("EVALSHA", sha, 0, *req.args)
+
+    def _run(self, op: Op) -> Any:
+        try:
+            req = next(op)
+            while True:
+                req = op.send(self._execute(req))
+        except StopIteration as stop:
+            return stop.value
+
+    # --- API (see Store for semantics) -----------------------------------------------------
+    def create(self, obj: dict | bytes) -> dict:
+        return self._run(self.store.create(obj))
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        return self._run(self.store.get(kind, name, namespace))
+
+    def list(self, kind: str, namespace: str | None = None) -> ListResult:
+        return self._run(self.store.list(kind, namespace))
+
+    def update(self, obj: dict | bytes) -> dict:
+        return self._run(self.store.update(obj))
+
+    def update_status(self, obj: dict | bytes) -> dict:
+        return self._run(self.store.update_status(obj))
+
+    def patch_annotations(self, kind: str, name: str, namespace: str | None,
+                          patch: dict[str, str | None]) -> dict:
+        return self._run(self.store.patch_annotations(kind, name, namespace, patch))
+
+    def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> dict:
+        return self._run(self.store.bind(namespace, name, node_name, uid=uid))
+
+    def bind_many(self, bindings: list[tuple[str, str, str]]) -> list:
+        return self._run(self.store.bind_many(bindings))
+
+    def delete(self, kind: str, name: str, namespace: str | None = None, *,
+               grace_period_seconds: int | None = None, resource_version: int | None = None,
+               now: float | None = None) -> dict | None:
+        return self._run(self.store.delete(kind, name, namespace, grace_period_seconds=grace_period_seconds,
+                                           resource_version=resource_version, now=now))
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> dict:
+        return self._run(self.store.evict(namespace, name, grace_period_seconds=grace_period_seconds))
+
+    def finalize_deletions(self, now: float | None = None) -> int:
+        return self._run(self.store.finalize_deletions(now))
+
+    def watch(self, kind: str, resource_version: int, *, block_ms: int = 1000,
+              count: int = 1000) -> list[WatchEvent]:
+        return self._run(self.store.watch(kind, resource_version, block_ms=block_ms, count=count))
+
+    def current_resource_version(self) -> int:
+        return self._run(self.store.current_resource_version())
+
+    def compact(self, kind: str, up_to_rv: int) -> None:
+        return self._run(self.store.compact(kind, up_to_rv))
+
+    def stream_key(self, kind: str) -> str:
+        """The kind's watch stream (entry ID ``<rv>-0``; fields ``t``, ``o``) — for chaos tools."""
+        return self.keys.stream(kind)

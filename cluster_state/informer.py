@@ -1,0 +1,448 @@
+"""A shared informer for one kind: reflector -> FIFO -> delivery hook -> store + handlers.
+
+The contract (client-go shared_informer.go, docs/kubernetes-and-peers.md §1.4) this keeps:
+* handlers are called sequentially, in FIFO order: watch order with the default RealFIFO; with
+  ``fifo="delta"`` all pending deltas of one object come together (pre-1.33 DeltaFIFO);
+* an object's notifications are always in order (a delivery hook may reorder across objects only);
+* the store is updated before the handlers of the same event run;
+* a list/relist is diffed against the store when delivered: new objects -> ``on_add``, changed ->
+  ``on_update``, same name with a new uid -> ``on_delete(old, tombstone=True)`` then ``on_add``,
+  missing -> ``on_delete(last_known, tombstone=True)`` (DeletedFinalStateUnknown);
+* handler exceptions are counted and logged, never stop the informer;
+* ``has_synced()`` is true once the first list has been delivered to the handlers;
+* a handler added while running first gets ``on_add(obj, True)`` for everything in the store.
+
+Handlers: any object with ``on_add(obj, is_initial_list)``, ``on_update(old, new)``,
+``on_delete(obj, tombstone=False)`` (missing methods are skipped), or ``FuncHandler(...)``.
+Handlers are synchronous (the scheduler cache is); they run on the informer's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED, Delivery,
+                                    DeliveryHook, DeliveryLog, Key, PassThrough, object_key,
+                                    write_time_of)
+from cluster_state.fifo import DeltaFIFO, RealFIFO
+from cluster_state.reflector import Backoff, InformerStats, Reflector
+
+log = logging.getLogger("cluster_state.informer")
+
+
+@dataclass
+class FuncHandler:
+    on_add: Callable[[dict, bool], Any] | None = None
+    on_update: Callable[[dict, dict], Any] | None = None
+    on_delete: Callable[..., Any] | None = None
+
+
+class _Bound:
+    """A handler's three callables, looked up once."""
+
+    __slots__ = ("add", "update", "delete", "handler")
+
+    def __init__(self, h: Any) -> None:
+        self.handler = h
+        self.add = getattr(h, "on_add", None)
+        self.update = getattr(h, "on_update", None)
+        self.delete = getattr(h, "on_delete", None)
+
+
+class Store:
+    """The informer's local cache (client-go's indexer, without indexes): key -> latest object."""
+
+    def __init__(self) -> None:
+        self._items: dict[Key, dict] = {}
+
+    def get(self, name: str, namespace: str | None = None) -> dict | None:
+        return self._items.get((namespace or "", name))
+
+    def get_by_key(self, key: Key) -> dict | None:
+        return self._items.get(key)
+
+    def list(self) -> list[dict]:
+        return list(self._items.values())
+
+    def keys(self) -> list[Key]:
+        return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._items
+
+
+def _uid(obj: dict | None) -> str | None:
+    if obj is None:
+        return None
+    return (obj.get("metadata") or {}).get("uid")
+
+
+def _rv(obj: dict | None) -> int | None:
+    if obj is None:
+        return None
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+class Informer:
+    """One kind's shared informer on an ``AsyncApiClient`` (asyncio).
+
+    Options (``informer_options`` in the runtime's InstanceConfig are passed through):
+      namespace        only this namespace (None: all)
+      fifo             "real" (default, watch order) or "delta" (pre-1.33 per-key coalescing)
+      hook             a DeliveryHook (default PassThrough)
+      log              a DeliveryLog to record every notification and list (None: no log)
+      backoff          reflector Backoff (default client-go's 800 ms .. 30 s)
+      block_ms         watch block time per call; watch_count: max events per watch call
+      start_rv         skip the initial list and watch from this RV (replaying history, benches)
+      resync_unchanged relists also call on_update for objects whose RV did not change (client-go's
+                       Sync/Replaced deltas do; off by default: they are no-ops for our caches)
+      staleness_samples how many staleness samples (ms) to keep
+      write_time       fn(obj) -> unix time of the write that produced obj, or None
+    """
+
+    def __init__(self, client: Any, kind: str, *, namespace: str | None = None,
+                 fifo: str = "real", hook: DeliveryHook | None = None,
+                 log: DeliveryLog | None = None, backoff: Backoff | None = None,
+                 block_ms: int = 1000, watch_count: int = 1000, start_rv: int | None = None,
+                 resync_unchanged: bool = False, staleness_samples: int = 100_000,
+                 write_time: Callable[[dict | None], float | None] = write_time_of,
+                 name: str | None = None) -> None:
+        self.client = client
+        self.kind = kind
+        self.name = name or kind
+        self.stats = InformerStats()
+        self.store = Store()
+        if fifo == "real":
+            self.fifo: RealFIFO | DeltaFIFO = RealFIFO(max_batch=max(1, watch_count))
+        elif fifo == "delta":
+            self.fifo = DeltaFIFO(self.store.keys, self.store.get_by_key)
+        else:
+            raise ValueError(f"informer {kind}: fifo must be 'real' or 'delta', not {fifo!r}")
+        self.hook: DeliveryHook = hook or PassThrough()
+        self.log = log
+        self.resync_unchanged = resync_unchanged
+        self.write_time = write_time
+        self.staleness_ms: deque[float] = deque(maxlen=staleness_samples)
+        self.reflector = Reflector(client, kind, self.fifo, namespace=namespace, backoff=backoff,
+                                   block_ms=block_ms, watch_count=watch_count, start_rv=start_rv,
+                                   stats=self.stats)
+        self._handlers: list[_Bound] = []
+        self._tasks: list[asyncio.Task] = []
+        self._synced_event: asyncio.Event | None = None
+        self.delivered_rv = 0      # RV of the latest delivery applied to store + handlers
+        self._handler_error_logged = 0
+
+    # ---------------------------------------------------------------------------------- handlers
+    def add_event_handler(self, handler: Any = None, *, on_add=None, on_update=None,
+                          on_delete=None) -> Any:
+        if handler is None:
+            handler = FuncHandler(on_add, on_update, on_delete)
+        b = _Bound(handler)
+        if self._tasks and b.add is not None:
+            # late handler: a startup batch from the store, as client-go does
+            for obj in self.store.list():
+                self._call(b.add, obj, True)
+        self._handlers.append(b)
+        return handler
+
+    def remove_event_handler(self, handler: Any) -> None:
+        self._handlers = [b for b in self._handlers if b.handler is not handler]
+
+    # ---------------------------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Start the reflector and the processor as tasks on the running loop."""
+        if self._tasks:
+            return
+        loop = asyncio.get_running_loop()
+        self._synced_event = asyncio.Event()
+        await self.hook.start(self._deliver)
+        self._tasks = [loop.create_task(self.reflector.run(), name=f"reflector-{self.name}"),
+                       loop.create_task(self._process(), name=f"informer-{self.name}")]
+        if self.has_synced():
+            self._synced_event.set()
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001
+                log.exception("informer %s: task ended with an error", self.name)
+        await self.hook.stop()
+        if self.log is not None:
+            self.log.flush()
+
+    async def __aenter__(self) -> "Informer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    def has_synced(self) -> bool:
+        return self.fifo.populated and self.fifo.initial_pending == 0
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:
+        if self.has_synced():
+            return True
+        if self._synced_event is None:
+            raise RuntimeError(f"informer {self.name}: wait_for_sync before start")
+        try:
+            await asyncio.wait_for(self._synced_event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    @property
+    def last_synced_rv(self) -> int:
+        """The reflector's RV: the newest event, bookmark or list it has seen."""
+        return self.reflector.last_synced_rv
+
+    def request_relist(self) -> None:
+        self.reflector.request_relist()
+
+    def pending(self) -> int:
+        """Deliveries not yet applied (in the FIFO or held by the hook)."""
+        return len(self.fifo) + self.hook.held()
+
+    # ---------------------------------------------------------------------------------- processing
+    async def _process(self) -> None:
+        fifo, hook = self.fifo, self.hook
+        direct = type(hook) is PassThrough
+        deliver = self._deliver
+        while True:
+            batch = await fifo.pop()
+            if direct:
+                for d in batch:
+                    deliver(d)
+            else:
+                for d in batch:
+                    await hook.submit(d)
+
+    def _call(self, fn: Callable, *args) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 -- a handler bug must not stop the informer
+            self._handler_failed(fn)
+
+    def _handler_failed(self, fn: Callable) -> None:
+        self.stats.handler_errors += 1
+        n = self.stats.handler_errors
+        if n <= 10 or n % 1000 == 0:
+            log.exception("informer %s: handler %s raised (error #%d)", self.name,
+                          getattr(fn, "__qualname__", fn), n)
+
+    def _deliver(self, d: Delivery) -> None:
+        """Apply one delivery to the store, then notify the handlers (the hook's ``emit``)."""
+        typ = d.type
+        if typ == LIST:
+            self._apply_list(d)
+        elif typ == DELETED:
+            old = self.store._items.pop(d.key, None)  # type: ignore[arg-type]
+            obj = d.object
+            if d.tombstone and old is not None:
+                obj = old   # the freshest state we knew
+            self._notify_delete(obj, d, d.tombstone)
+        else:  # ADDED, MODIFIED, REPLACED
+            new = d.object
+            items = self.store._items
+            old = items.get(d.key)  # type: ignore[arg-type]
+            items[d.key] = new      # type: ignore[index]
+            if old is None:
+                self._notify_add(new, d, d.initial)
+            elif old["metadata"].get("uid") != new["metadata"].get("uid"):
+                # deleted and re-created under the same name while we did not look
+                self._notify_delete(old, d, True)
+                self._notify_add(new, d, False)
+            elif typ == REPLACED and not self.resync_unchanged and _rv(old) == _rv(new):
+                pass
+            else:
+                self._notify_update(old, new, d)
+            if d.initial:
+                self._initial_done()
+        if d.resource_version > self.delivered_rv:
+            self.delivered_rv = d.resource_version
+
+    def _initial_done(self) -> None:
+        f = self.fifo
+        f.initial_pending -= 1
+        if f.initial_pending == 0 and f.populated and self._synced_event is not None:
+            self._synced_event.set()
+
+    def _apply_list(self, d: Delivery) -> None:
+        """Diff a (re)list against the store (RealFIFO): adds, updates, uid changes, tombstones."""
+        items = self.store._items
+        listed: dict[Key, dict] = {}
+        for obj in d.items or ():
+            listed[object_key(obj)] = obj
+        if self.log is not None:
+            self.log.append({"kind": self.kind, "type": LIST, "rv": d.resource_version,
+                             "count": len(listed), "relist": not d.initial, "initial": d.initial,
+                             "recv": d.received, "delivered": time.monotonic(),
+                             "wall": time.time()})
+        # vanished objects first: a relist's tombstones describe state older than its adds
+        for key in [k for k in items if k not in listed]:
+            old = items.pop(key)
+            self._notify_delete(old, d, True)
+        for key, new in listed.items():
+            old = items.get(key)
+            items[key] = new
+            if old is None:
+                self._notify_add(new, d, d.initial)
+            elif _uid(old) != _uid(new):
+                self._notify_delete(old, d, True)
+                self._notify_add(new, d, False)
+            elif self.resync_unchanged or _rv(old) != _rv(new):
+                self._notify_update(old, new, d)
+        if d.initial:
+            self._initial_done()
+
+    # notifications: log record, then each handler, then the staleness sample (write -> applied)
+    def _record(self, typ: str, obj: dict, d: Delivery, *, initial: bool = False,
+                tombstone: bool = False) -> None:
+        self.stats.delivered += 1
+        if self.log is not None:
+            self._log_record(typ, obj, d, initial, tombstone)
+
+    def _log_record(self, typ: str, obj: dict, d: Delivery, initial: bool,
+                    tombstone: bool) -> None:
+        md = obj.get("metadata") or {}
+        relist = d.type in (LIST, REPLACED)
+        self.log.append({"kind": self.kind, "type": typ, "ns": md.get("namespace") or "",  # type: ignore[union-attr]
+                         "name": md.get("name"), "uid": md.get("uid"),
+                         # a relist's objects (and tombstones) carry their own RV, not an event's
+                         "rv": md.get("resourceVersion") if relist or tombstone
+                         else d.resource_version,
+                         "recv": d.received, "delivered": time.monotonic(), "wall": time.time(),
+                         "initial": initial, "tombstone": tombstone, "relist": relist,
+                         "object": obj})
+
+    def _staleness(self, obj: dict) -> None:
+        wt = self.write_time(obj)
+        if wt is not None:
+            self.staleness_ms.append((time.time() - wt) * 1000.0)
+
+    # (the two hot paths below inline _call: they run once per event)
+    def _notify_add(self, obj: dict, d: Delivery, initial: bool) -> None:
+        self._record(ADDED, obj, d, initial=initial)
+        for b in self._handlers:
+            f = b.add
+            if f is not None:
+                try:
+                    f(obj, initial)
+                except Exception:  # noqa: BLE001
+                    self._handler_failed(f)
+        if not initial:
+            self._staleness(obj)
+
+    def _notify_update(self, old: dict, new: dict, d: Delivery) -> None:
+        self._record(MODIFIED, new, d)
+        for b in self._handlers:
+            f = b.update
+            if f is not None:
+                try:
+                    f(old, new)
+                except Exception:  # noqa: BLE001
+                    self._handler_failed(f)
+        self._staleness(new)
+
+    def _notify_delete(self, obj: dict | None, d: Delivery, tombstone: bool) -> None:
+        if obj is None:
+            return
+        if tombstone:
+            self.stats.tombstones += 1
+        self._record(DELETED, obj, d, tombstone=tombstone)
+        for b in self._handlers:
+            if b.delete is not None:
+                if tombstone:
+                    self._call(b.delete, obj, True)
+                else:
+                    self._call(b.delete, obj)
+        # no sample: a deleted object's last state carries the write time of an older write
+
+
+class ThreadedInformer:
+    """An Informer on a private event loop in a daemon thread, for synchronous callers.
+
+    ``client_factory()`` is called inside that loop (an AsyncApiClient must be created on the loop
+    that uses it). Handlers run in the informer's thread.
+    """
+
+    def __init__(self, client_factory: Callable[[], Any], kind: str, **options: Any) -> None:
+        self._factory = client_factory
+        self._kind = kind
+        self._options = options
+        self._handlers: list[Any] = []
+        self.informer: Informer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    def add_event_handler(self, handler: Any) -> None:
+        if self.informer is not None:
+            raise RuntimeError("add handlers before start()")
+        self._handlers.append(handler)
+
+    def start(self) -> None:
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+
+            async def boot() -> None:
+                self.informer = Informer(self._factory(), self._kind, **self._options)
+                for h in self._handlers:
+                    self.informer.add_event_handler(h)
+                await self.informer.start()
+                self._ready.set()
+
+            loop.run_until_complete(boot())
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name=f"informer-{self._kind}", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self, coro, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)  # type: ignore[arg-type]
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._run(self.informer.wait_for_sync(timeout))  # type: ignore[union-attr]
+
+    def has_synced(self) -> bool:
+        return self.informer is not None and self.informer.has_synced()
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        inf = self.informer
+
+        async def down() -> None:
+            if inf is not None:
+                await inf.stop()
+                close = getattr(inf.client, "aclose", None) or getattr(inf.client, "close", None)
+                if close is not None:
+                    r = close()
+                    if asyncio.iscoroutine(r):
+                        await r
+
+        self._run(down(), 30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)  # type: ignore[union-attr]
+        self._loop = None
+
+
+__all__ = ["Informer", "ThreadedInformer", "FuncHandler", "Store", "InformerStats", "Backoff"]

@@ -1,0 +1,417 @@
+"""Kinds the API server stores, and their validation + normalisation (docs/object-shapes.md).
+
+``normalise(obj)`` returns a *new* dict in canonical form (quantities normalised, defaults filled)
+or raises :class:`Invalid` / :class:`BadRequest` naming the object and the field. Validation is
+structural, like an OpenAPI schema: known fields must have the right types; unknown fields are kept.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import BadRequest, Invalid
+from .quantity import QuantityError, normalise_resources
+
+__all__ = ["KindInfo", "KINDS", "kind_info", "object_key", "normalise", "normalise_status",
+           "ref_of", "POD_PHASES"]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    name: str
+    api_version: str
+    namespaced: bool
+
+
+KINDS: dict[str, KindInfo] = {k.name: k for k in (
+    KindInfo("Node", "v1", False),
+    KindInfo("Pod", "v1", True),
+    KindInfo("PodGroup", "scheduling.volcano.sh/v1beta1", True),
+    KindInfo("Queue", "scheduling.volcano.sh/v1beta1", False),
+    KindInfo("PriorityClass", "scheduling.k8s.io/v1", False),
+    KindInfo("Lease", "coordination.k8s.io/v1", True),
+)}
+
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+PG_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+QUEUE_STATES = ("Open", "Closed", "Closing")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+# Stored form keeps at most this many top-level fields (the codec's fixed-width layout needs a
+# one-byte map header).
+MAX_TOP_LEVEL_FIELDS = 15
+
+
+def kind_info(kind: object, *, namespace: object = None, name: object = None) -> KindInfo:
+    info = KINDS.get(kind) if isinstance(kind, str) else None
+    if info is None:
+        raise BadRequest(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}",
+                         kind=kind if isinstance(kind, str) else repr(kind),
+                         namespace=namespace if isinstance(namespace, str) else None,
+                         name=name if isinstance(name, str) else None, field="kind")
+    return info
+
+
+_NAME_RE = re.compile(r"[^/\s]{1,253}")
+
+
+def _check_name(value: object, what: str, ref: dict) -> str:
+    if type(value) is str and _NAME_RE.fullmatch(value):
+        return value
+    if not isinstance(value, str) or not value:
+        raise Invalid(f"{what} is required (a non-empty string), got {value!r}", field=f"metadata.{what}",
+                      **ref)
+    if "/" in value or len(value) > 253 or any(c.isspace() for c in value):
+        raise Invalid(f"{what} {value!r} must be at most 253 characters without '/' or whitespace",
+                      field=f"metadata.{what}", **ref)
+    return value
+
+
+def object_key(info: KindInfo, name: object, namespace: object = None) -> str:
+    """The object's field in its kind's hash: ``ns/name`` or ``name``."""
+    ref = {"kind": info.name, "name": name if isinstance(name, str) else None,
+           "namespace": namespace if isinstance(namespace, str) else None}
+    name = _check_name(name, "name", ref)
+    if info.namespaced:
+        namespace = _check_name(namespace, "namespace", ref)
+        return f"{namespace}/{name}"
+    if namespace not in (None, ""):
+        raise Invalid(f"{info.name} is cluster-scoped and takes no namespace (got {namespace!r})",
+                      field="metadata.namespace", **ref)
+    return name
+
+
+def ref_of(obj: object) -> dict:
+    """kind / namespace / name of a (possibly malformed) object, for error messages."""
+    if not isinstance(obj, dict):
+        return {}
+    md = obj.get("metadata")
+    md = md if isinstance(md, dict) else {}
+    k, ns, n = obj.get("kind"), md.get("namespace"), md.get("name")
+    return {"kind": k if isinstance(k, str) else None, "namespace": ns if isinstance(ns, str) else None,
+            "name": n if isinstance(n, str) else None}
+
+
+_RES_CACHE: dict[tuple, dict[str, str]] = {}
+
+
+# --- small typed checkers; each raises Invalid naming the field path --------------------------
+
+class _V:
+    """Validation context: the object's ref, so every error names the object."""
+
+    def __init__(self, ref: dict):
+        self.ref = ref
+
+    def fail(self, path: str, msg: str) -> None:
+        raise Invalid(msg, field=path, **self.ref)
+
+    def map(self, v: object, path: str, *, default: Any = None, nullable: bool = False) -> Any:
+        if v is None:
+            if nullable:
+                return None
+            return {} if default is None else default
+        if not isinstance(v, dict):
+            self.fail(path, f"expected a map, got {type(v).__name__}")
+        return v
+
+    def str_map(self, v: object, path: str) -> dict[str, str]:
+        m = self.map(v, path)
+        for k, x in m.items():
+            if not isinstance(k, str) or not isinstance(x, str):
+                self.fail(f"{path}.{k}", f"expected string keys and values, got {k!r}: {x!r}")
+        return dict(m)
+
+    def int(self, v: object, path: str, *, default: Any = None, minimum: int | None = None,
+            nullable: bool = False) -> Any:
+        if v is None:
+            if nullable or default is not None:
+                return default
+            self.fail(path, "an integer is required")
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(path, f"expected an integer, got {type(v).__name__} {v!r}")
+        if minimum is not None and v < minimum:
+            self.fail(path, f"must be >= {minimum}, got {v}")
+        return v
+
+    def num(self, v: object, path: str, *, nullable: bool = True) -> Any:
+        if v is None and nullable:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail(path, f"expected a number, got {type(v).__name__} {v!r}")
+        return v
+
+    def bool(self, v: object, path: str, *, default: Any = False, nullable: bool = False) -> Any:
+        if v is None:
+            return None if nullable else default
+        if not isinstance(v, bool):
+            self.fail(path, f"expected a boolean, got {type(v).__name__} {v!r}")
+        return v
+
+    def str(self, v: object, path: str, *, default: Any = "", choices: tuple | None = None,
+            nullable: bool = False) -> Any:
+        if v is None:
+            return None if nullable else default
+        if not isinstance(v, str):
+            self.fail(path, f"expected a string, got {type(v).__name__} {v!r}")
+        if choices is not None and v not in choices:
+            self.fail(path, f"must be one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def list(self, v: object, path: str) -> list:
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            self.fail(path, f"expected a list, got {type(v).__name__}")
+        return v
+
+    def resources(self, v: object, path: str, *, nullable: bool = False) -> Any:
+        if v is None and nullable:
+            return None
+        # the same few request shapes repeat across thousands of pods: memoise the parse (only for
+        # str/int values, so True or 1.0 never hit the entry of 1)
+        ck = None
+        if type(v) is dict and all(type(x) is str or type(x) is int for x in v.values()):
+            ck = tuple(v.items())
+            hit = _RES_CACHE.get(ck)
+            if hit is not None:
+                return dict(hit)
+        try:
+            out = normalise_resources(v, path)
+        except QuantityError as e:
+            raise Invalid(f"{e.why} (got {e.value!r})", field=e.resource, **self.ref) from None
+        if ck is not None:
+            if len(_RES_CACHE) > 4096:
+                _RES_CACHE.clear()
+            _RES_CACHE[ck] = out
+            return dict(out)
+        return out
+
+    def conditions(self, v: object, path: str) -> list:
+        out = []
+        for i, c in enumerate(self.list(v, path)):
+            p = f"{path}[{i}]"
+            c = dict(self.map(c, p))
+            self.str(c.get("type"), f"{p}.type", default=None)
+            if not c.get("type"):
+                self.fail(f"{p}.type", "a condition needs a type")
+            for f in ("status", "reason", "message"):
+                if f in c:
+                    c[f] = self.str(c[f], f"{p}.{f}")
+            out.append(c)
+        return out
+
+
+# --- per-kind spec / status ---------------------------------------------------------------------
+
+def _containers(v: _V, spec: dict, field: str) -> None:
+    if field not in spec:
+        return
+    out = []
+    for i, c in enumerate(v.list(spec[field], f"spec.{field}")):
+        p = f"spec.{field}[{i}]"
+        c = dict(v.map(c, p))
+        if "name" in c:
+            v.str(c["name"], f"{p}.name")
+        res = dict(v.map(c.get("resources"), f"{p}.resources"))
+        for part in ("requests", "limits"):
+            if part in res:
+                res[part] = v.resources(res[part], f"{p}.resources.{part}")
+        c["resources"] = res
+        out.append(c)
+    spec[field] = out
+
+
+def _pod_spec(v: _V, spec: dict) -> None:
+    spec["schedulerName"] = v.str(spec.get("schedulerName"), "spec.schedulerName", default="volcano")
+    spec["nodeName"] = v.str(spec.get("nodeName"), "spec.nodeName")
+    if "priority" in spec:
+        v.int(spec["priority"], "spec.priority", nullable=True)
+    if "priorityClassName" in spec:
+        spec["priorityClassName"] = v.str(spec["priorityClassName"], "spec.priorityClassName")
+    if "preemptionPolicy" in spec:
+        v.str(spec["preemptionPolicy"], "spec.preemptionPolicy", choices=PREEMPTION_POLICIES, nullable=True)
+    if "nodeSelector" in spec:
+        spec["nodeSelector"] = v.str_map(spec["nodeSelector"], "spec.nodeSelector")
+    _containers(v, spec, "containers")
+    _containers(v, spec, "initContainers")
+    spec["terminationGracePeriodSeconds"] = v.int(spec.get("terminationGracePeriodSeconds"),
+                                                  "spec.terminationGracePeriodSeconds", default=30,
+                                                  minimum=0)
+
+
+def _pod_status(v: _V, st: dict) -> None:
+    st["phase"] = v.str(st.get("phase"), "status.phase", default="Pending", choices=POD_PHASES)
+    if "nominatedNodeName" in st:
+        st["nominatedNodeName"] = v.str(st["nominatedNodeName"], "status.nominatedNodeName")
+    if "conditions" in st:
+        st["conditions"] = v.conditions(st["conditions"], "status.conditions")
+
+
+def _node_spec(v: _V, spec: dict) -> None:
+    spec["unschedulable"] = v.bool(spec.get("unschedulable"), "spec.unschedulable")
+
+
+def _node_status(v: _V, st: dict) -> None:
+    for f in ("allocatable", "capacity"):
+        if f in st:
+            st[f] = v.resources(st[f], f"status.{f}")
+    if "conditions" in st:
+        st["conditions"] = v.conditions(st["conditions"], "status.conditions")
+
+
+def _pg_spec(v: _V, spec: dict) -> None:
+    spec["minMember"] = v.int(spec.get("minMember"), "spec.minMember", default=1, minimum=0)
+    if "minTaskMember" in spec:
+        m = v.map(spec["minTaskMember"], "spec.minTaskMember")
+        for role, n in m.items():
+            if not isinstance(role, str):
+                v.fail("spec.minTaskMember", f"role names must be strings, got {role!r}")
+            v.int(n, f"spec.minTaskMember.{role}", minimum=0)
+        spec["minTaskMember"] = dict(m)
+    spec["queue"] = v.str(spec.get("queue"), "spec.queue", default="default")
+    if "priorityClassName" in spec:
+        spec["priorityClassName"] = v.str(spec["priorityClassName"], "spec.priorityClassName")
+    if "minResources" in spec:
+        spec["minResources"] = v.resources(spec["minResources"], "spec.minResources", nullable=True)
+
+
+def _pg_status(v: _V, st: dict) -> None:
+    st["phase"] = v.str(st.get("phase"), "status.phase", default="Pending", choices=PG_PHASES)
+    if "conditions" in st:
+        st["conditions"] = v.conditions(st["conditions"], "status.conditions")
+    for f in ("running", "succeeded", "failed"):
+        if f in st:
+            v.int(st[f], f"status.{f}", minimum=0)
+
+
+def _queue_spec(v: _V, spec: dict) -> None:
+    spec["weight"] = v.int(spec.get("weight"), "spec.weight", default=1, minimum=0)
+    for f in ("capability", "deserved"):
+        if f in spec:
+            spec[f] = v.resources(spec[f], f"spec.{f}", nullable=True)
+    if spec.get("guarantee") is not None:
+        g = dict(v.map(spec["guarantee"], "spec.guarantee"))
+        if "resource" in g:
+            g["resource"] = v.resources(g["resource"], "spec.guarantee.resource", nullable=True)
+        spec["guarantee"] = g
+    if "reclaimable" in spec:
+        v.bool(spec["reclaimable"], "spec.reclaimable", nullable=True)
+    spec["priority"] = v.int(spec.get("priority"), "spec.priority", default=0)
+
+
+def _queue_status(v: _V, st: dict) -> None:
+    st["state"] = v.str(st.get("state"), "status.state", default="Open", choices=QUEUE_STATES)
+
+
+def _lease_spec(v: _V, spec: dict) -> None:
+    if "holderIdentity" in spec:
+        v.str(spec["holderIdentity"], "spec.holderIdentity", nullable=True)
+    for f in ("leaseDurationSeconds", "leaseTransitions"):
+        if f in spec:
+            v.int(spec[f], f"spec.{f}", minimum=0, nullable=True)
+    for f in ("acquireTime", "renewTime"):
+        if f in spec:
+            v.num(spec[f], f"spec.{f}")
+
+
+def _priority_class_top(v: _V, obj: dict) -> None:
+    obj["value"] = v.int(obj.get("value"), "value")
+    obj["globalDefault"] = v.bool(obj.get("globalDefault"), "globalDefault")
+    obj["preemptionPolicy"] = v.str(obj.get("preemptionPolicy"), "preemptionPolicy",
+                                    default="PreemptLowerPriority", choices=PREEMPTION_POLICIES)
+
+
+_Fn = Callable[[_V, dict], None]
+_SPEC: dict[str, _Fn] = {"Pod": _pod_spec, "Node": _node_spec, "PodGroup": _pg_spec,
+                         "Queue": _queue_spec, "Lease": _lease_spec}
+_STATUS: dict[str, _Fn] = {"Pod": _pod_status, "Node": _node_status, "PodGroup": _pg_status,
+                           "Queue": _queue_status}
+
+
+def _metadata(v: _V, info: KindInfo, md: object) -> tuple[dict, str]:
+    md = dict(v.map(md, "metadata"))
+    key = object_key(info, md.get("name"), md.get("namespace"))
+    if not info.namespaced:
+        md.pop("namespace", None)
+    for f in ("labels", "annotations"):
+        if f in md:
+            md[f] = v.str_map(md[f], f"metadata.{f}")
+    if "uid" in md and md["uid"] is not None:
+        v.str(md["uid"], "metadata.uid")
+    if "resourceVersion" in md and md["resourceVersion"] is not None:
+        rv = md["resourceVersion"]
+        if isinstance(rv, str) and rv.isdigit():  # accept Kubernetes' string form
+            md["resourceVersion"] = rv = int(rv)
+        v.int(rv, "metadata.resourceVersion", minimum=0)
+        if rv >= 2**63:
+            v.fail("metadata.resourceVersion", f"out of range: {rv}")
+    for f in ("creationTimestamp", "deletionTimestamp"):
+        if f in md:
+            v.num(md[f], f"metadata.{f}")
+    if "deletionGracePeriodSeconds" in md:
+        v.int(md["deletionGracePeriodSeconds"], "metadata.deletionGracePeriodSeconds", minimum=0,
+              nullable=True)
+    if "ownerReferences" in md:
+        for i, o in enumerate(v.list(md["ownerReferences"], "metadata.ownerReferences")):
+            v.map(o, f"metadata.ownerReferences[{i}]")
+    if "generation" in md:
+        v.int(md["generation"], "metadata.generation", minimum=0, nullable=True)
+    return md, key
+
+
+def normalise(obj: object, *, kind: str | None = None) -> tuple[dict, KindInfo, str]:
+    """Validate and canonicalise a whole object; returns ``(new_obj, kind_info, key)``.
+
+    The new object is shallow-copied where it is changed (spec, status, metadata), so the caller's
+    dict is never mutated.
+    """
+    ref = ref_of(obj)
+    if not isinstance(obj, dict):
+        raise BadRequest(f"an object must be a map, got {type(obj).__name__}", field="<object>",
+                         kind=kind)
+    info = kind_info(obj.get("kind", kind), namespace=ref.get("namespace"), name=ref.get("name"))
+    ref["kind"] = info.name
+    v = _V(ref)
+    out = dict(obj)
+    out["kind"] = info.name
+    av = out.get("apiVersion")
+    if av is None:
+        out["apiVersion"] = info.api_version
+    elif av != info.api_version:
+        v.fail("apiVersion", f"{info.name} is served as {info.api_version!r}, got {av!r}")
+    md, key = _metadata(v, info, obj.get("metadata"))
+    out["metadata"] = md
+    if info.name == "PriorityClass":
+        _priority_class_top(v, out)
+        out.pop("spec", None)
+    else:
+        spec = dict(v.map(out.get("spec"), "spec"))
+        fn = _SPEC.get(info.name)
+        if fn:
+            fn(v, spec)
+        out["spec"] = spec
+    out["status"] = normalise_status(v, info, out.get("status"))
+    if len(out) > MAX_TOP_LEVEL_FIELDS:
+        v.fail("<object>", f"at most {MAX_TOP_LEVEL_FIELDS} top-level fields, got {len(out)}")
+    if not all(type(k) is str for k in out):
+        v.fail("<object>", f"field names must be strings, got {[k for k in out if not isinstance(k, str)]!r}")
+    # stored order (status first, metadata last, resourceVersion last): codec.encode packs it as is
+    final = {"status": out["status"]}
+    for k, x in out.items():
+        if k != "status" and k != "metadata":
+            final[k] = x
+    if "resourceVersion" in md:
+        md["resourceVersion"] = md.pop("resourceVersion")
+    final["metadata"] = md
+    return final, info, key
+
+
+def normalise_status(v: _V | dict, info: KindInfo, status: object) -> dict:
+    if isinstance(v, dict):
+        v = _V(v)
+    st = dict(v.map(status, "status"))
+    fn = _STATUS.get(info.name)
+    if fn:
+        fn(v, st)
+    return st

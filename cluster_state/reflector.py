@@ -1,0 +1,213 @@
+"""The reflector: list, then watch from the list's resourceVersion, feeding a FIFO.
+
+client-go semantics (tools/cache/reflector.go) kept here:
+* the last-synced RV advances on every event, bookmarks included;
+* a watch that fails with 410 Gone closes; after a backoff the reflector relists (a Replace into the
+  FIFO, which yields tombstones for objects that vanished) and watches again from the new list RV;
+* other failures of list or watch back off too (800 ms initial, x2, cap 30 s, jitter 1.0, reset
+  after 2 min without failures) and then retry -- the watch from the last synced RV, so nothing is
+  lost unless the history has moved on (then the retry gets Gone and relists).
+Corrupt stream entries (WatchEvent type CORRUPT) are counted and skipped.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cluster_state.delivery import ADDED, DELETED, MODIFIED, Delivery, object_key
+from cluster_state.errors import Gone
+
+log = logging.getLogger("cluster_state.reflector")
+
+WATCH_TYPES = (ADDED, MODIFIED, DELETED)
+
+
+def _consume(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()  # mark retrieved: a call orphaned by a cancel may fail quietly
+
+
+def _shielded(coro):
+    """Run a Redis call so that cancelling the caller does not cancel the call itself.
+
+    redis-py 8.1's asyncio client can swallow a CancelledError that lands in a blocking read and
+    leave the connection waiting forever (reproduced: cancel a task looping XREAD BLOCK 100 + GET;
+    within a few hundred tries it hangs). Shielded, the call finishes (within block_ms) and returns
+    its connection to the pool cleanly, while the cancelled reflector exits at once."""
+    fut = asyncio.ensure_future(coro)
+    fut.add_done_callback(_consume)
+    return asyncio.shield(fut)
+
+
+class ForcedExpiry(Exception):
+    """Raised inside the watch loop by ``request_relist``: handled exactly like 410 Gone."""
+
+
+@dataclass
+class Backoff:
+    """client-go's exponential backoff manager for ListAndWatch (reflector.go lines 60-67)."""
+
+    initial: float = 0.8
+    cap: float = 30.0
+    factor: float = 2.0
+    jitter: float = 1.0           # wait = d * (1 + jitter * U[0,1))
+    reset_after: float = 120.0    # a failure after this long healthy starts again from `initial`
+    rng: random.Random = field(default_factory=random.Random)
+    clock: Callable[[], float] = time.monotonic
+    _current: float = 0.0
+    _last: float | None = None
+
+    def next(self) -> float:
+        now = self.clock()
+        if self._last is None or now - self._last > self.reset_after or self._current == 0.0:
+            self._current = self.initial
+        else:
+            self._current = min(self._current * self.factor, self.cap)
+        self._last = now
+        d = self._current
+        if self.jitter > 0:
+            d += d * self.jitter * self.rng.random()
+        return d
+
+    @classmethod
+    def fast(cls, seed: int | None = None) -> "Backoff":
+        """Small delays for tests."""
+        return cls(initial=0.01, cap=0.1, rng=random.Random(seed))
+
+
+@dataclass
+class InformerStats:
+    events: int = 0            # ADDED/MODIFIED/DELETED received from watches
+    bookmarks: int = 0
+    corrupt: int = 0           # undecodable stream entries skipped
+    lists: int = 0             # successful lists, the first one included
+    relists: int = 0           # lists after the first
+    gone: int = 0              # 410s from watch (or a forced expiry)
+    watch_errors: int = 0      # other list/watch failures (connection errors...)
+    delivered: int = 0         # handler notifications issued (add/update/delete)
+    tombstones: int = 0        # deletes with unknown final state, from relists
+    handler_errors: int = 0    # exceptions raised by handlers (counted, logged, swallowed)
+    filtered: int = 0          # events outside the informer's namespace
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class Reflector:
+    """Keeps ``fifo`` fed from ``client.list``/``client.watch`` of one kind until cancelled."""
+
+    def __init__(self, client: Any, kind: str, fifo: Any, *, namespace: str | None = None,
+                 backoff: Backoff | None = None, block_ms: int = 1000, watch_count: int = 1000,
+                 start_rv: int | None = None, stats: InformerStats | None = None) -> None:
+        self.client = client
+        self.kind = kind
+        self.fifo = fifo
+        self.namespace = namespace
+        self.backoff = backoff or Backoff()
+        self.block_ms = block_ms
+        self.watch_count = watch_count
+        self.start_rv = start_rv
+        self.stats = stats or InformerStats()
+        self.last_synced_rv = 0
+        self._force_relist = False
+        self._started = False
+        self._listed = False
+
+    def request_relist(self) -> None:
+        """Make the running watch behave as if it got 410 Gone (chaos ``watch-expire``)."""
+        self._force_relist = True
+
+    @staticmethod
+    def _is_gone(e: BaseException) -> bool:
+        return isinstance(e, (Gone, ForcedExpiry))
+
+    async def _list(self, initial: bool) -> int:
+        res = await _shielded(self.client.list(self.kind, self.namespace))
+        received = time.monotonic()
+        items = list(res.items)
+        rv = int(res.resource_version)
+        bad = getattr(res, "corrupt", None)   # stored values that did not decode: skipped
+        if bad:
+            self.stats.corrupt += len(bad)
+            log.warning("%s list at rv %d skipped %d corrupt objects, e.g. %s", self.kind, rv,
+                        len(bad), bad[0])
+        self.fifo.replace(items, self.kind, rv, received, initial=initial)
+        self.stats.lists += 1
+        if not initial:
+            self.stats.relists += 1
+        self.last_synced_rv = rv
+        return rv
+
+    async def run(self) -> None:
+        """List (once) and watch until cancelled. Run again after a cancel, it resumes the watch
+        from the last synced RV (a broken connection, not a new informer): Gone then relists."""
+        if self.start_rv is not None and not self._started:
+            self.last_synced_rv = int(self.start_rv)
+            self.fifo.populated = True                # nothing to list: synced from the start
+            self._listed = True
+        need_list = not self._listed
+        self._started = True
+        while True:
+            try:
+                if need_list:
+                    await self._list(initial=self.stats.lists == 0)
+                    need_list = False
+                    self._listed = True
+                await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 -- any failure: back off and retry
+                if self._is_gone(e):
+                    self.stats.gone += 1
+                    need_list = True
+                    log.info("%s watch from rv %d expired (%s); relisting", self.kind,
+                             self.last_synced_rv, e)
+                else:
+                    self.stats.watch_errors += 1
+                    log.warning("%s %s failed: %r", self.kind, "list" if need_list else "watch", e)
+            await asyncio.sleep(self.backoff.next())
+
+    async def _watch(self) -> None:
+        client, kind, fifo, stats = self.client, self.kind, self.fifo, self.stats
+        ns = self.namespace
+        while True:
+            if self._force_relist:
+                self._force_relist = False
+                raise ForcedExpiry(f"{kind}: watch expiry forced at rv {self.last_synced_rv}")
+            events = await _shielded(client.watch(kind, self.last_synced_rv,
+                                                  block_ms=self.block_ms, count=self.watch_count))
+            if not events:
+                continue
+            received = time.monotonic()
+            batch = []
+            rv = self.last_synced_rv
+            for ev in events:
+                typ = ev.type
+                erv = ev.resource_version
+                if erv > rv:
+                    rv = erv
+                if typ in WATCH_TYPES:
+                    obj = ev.object
+                    try:
+                        key = object_key(obj)
+                    except (KeyError, TypeError, AttributeError):
+                        stats.corrupt += 1
+                        continue
+                    if ns is not None and key[0] != ns:
+                        stats.filtered += 1
+                        continue
+                    stats.events += 1
+                    batch.append(Delivery(typ, kind, key, obj, erv, received))
+                elif typ == "BOOKMARK":
+                    stats.bookmarks += 1
+                else:  # CORRUPT, or a type we do not know
+                    stats.corrupt += 1
+                    log.debug("%s: skipping %s entry at rv %s: %s", kind, typ, erv,
+                              getattr(ev, "error", None))
+            if batch:
+                fifo.add_many(batch)
+            self.last_synced_rv = rv

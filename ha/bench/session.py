@@ -1,0 +1,193 @@
+"""``ha-testbed bench session``: one allocate session of the scheduler model at scale.
+
+Figure: pods placed (bound) per second by one whole session -- ``open_session`` (snapshot +
+plugins' OnSessionOpen), the allocate action, ``close_session`` -- over 5,000 nodes and 50,000
+pending pods in gangs of 1-16 across several queues, with Volcano's default production tiers
+(priority, gang, conformance | drf, predicates, proportion, nodeorder; every flag on).
+
+Baseline, measured in the same run on the same cache: a snapshot plus a trivial gang-aware
+first-fit loop (jobs in creation order; each task on the first node whose Idle fits its request,
+with a moving start index; a gang that does not reach minMember is rolled back). It does what
+any placement must do -- walk the tasks, compare resources, update node accounting -- and
+nothing Volcano adds (ordering by plugins, predicates, scoring, statements, bind dispatch), so the
+ratio says what the Volcano semantics cost over the cheapest honest placement in Python.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from ha.bench import BenchResult
+
+__all__ = ["run", "build_cluster", "model_session", "first_fit_baseline"]
+
+NODE = {"cpu": "32", "memory": str(128 * 2**30), "pods": "110"}
+CPU_CHOICES = (250, 500, 1000, 2000, 4000)
+MEM_CHOICES = (256 * 2**20, 512 * 2**20, 2**30, 2 * 2**30, 4 * 2**30)
+
+
+def _node(i: int) -> dict:
+    name = f"node-{i:05d}"
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": name, "resourceVersion": i + 1, "creationTimestamp": 0.0,
+                         "labels": {"kubernetes.io/hostname": name}, "annotations": {}},
+            "spec": {"unschedulable": False},
+            "status": {"allocatable": dict(NODE), "capacity": dict(NODE),
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _queue(name: str) -> dict:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": name, "uid": name, "resourceVersion": 1, "creationTimestamp": 0.0,
+                         "labels": {}, "annotations": {}},
+            "spec": {"weight": 1, "capability": None, "deserved": None, "guarantee": None,
+                     "reclaimable": True, "priority": 0},
+            "status": {"state": "Open"}}
+
+
+def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int) -> tuple[list, list, list, list]:
+    """Nodes, queues, podgroups, pods (object-shapes.md dicts); gangs of 1-16, minMember = size."""
+    rng = random.Random(seed)
+    nodes = [_node(i) for i in range(n_nodes)]
+    queues = [_queue(f"q{i}") for i in range(n_queues)]
+    podgroups: list[dict] = []
+    pods: list[dict] = []
+    j = 0
+    while len(pods) < n_pods:
+        size = min(rng.randint(1, 16), n_pods - len(pods))
+        ns, pg = f"ns{j % 8}", f"job-{j:06d}"
+        cpu, mem = rng.choice(CPU_CHOICES), rng.choice(MEM_CHOICES)
+        t = float(j)  # distinct creation times: a stable job order
+        podgroups.append({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": pg, "namespace": ns, "uid": f"{ns}-{pg}", "resourceVersion": 1,
+                         "creationTimestamp": t, "labels": {}, "annotations": {}},
+            "spec": {"minMember": size, "minTaskMember": {}, "queue": queues[j % n_queues]["metadata"]["name"],
+                     "priorityClassName": "", "minResources": None},
+            "status": {"phase": "Inqueue", "conditions": [], "running": 0, "succeeded": 0, "failed": 0}})
+        for k in range(size):
+            name = f"{pg}-task-{k}"
+            pods.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "uid": f"{ns}-{name}", "resourceVersion": 1,
+                             "creationTimestamp": t, "labels": {},
+                             "annotations": {"scheduling.k8s.io/group-name": pg}},
+                "spec": {"schedulerName": "volcano", "nodeName": "", "priority": None,
+                         "priorityClassName": "", "preemptionPolicy": "PreemptLowerPriority",
+                         "nodeSelector": {}, "initContainers": [], "terminationGracePeriodSeconds": 30,
+                         "containers": [{"name": "main", "resources": {"requests": {
+                             "cpu": f"{cpu}m", "memory": str(mem)}}}]},
+                "status": {"phase": "Pending", "nominatedNodeName": "", "conditions": []}})
+        j += 1
+    return nodes, queues, podgroups, pods
+
+
+def build_cluster(nodes: list, queues: list, podgroups: list, pods: list, profile_name: str = "v1.14"):
+    """A SchedulerCache fed through its event handlers, with an in-memory RecordingIO."""
+    from ha.scheduler.cache import SchedulerCache
+    from ha.scheduler.interfaces import RecordingIO
+    from ha.scheduler.profiles import profile
+    io = RecordingIO()
+    cache = SchedulerCache(switches=profile(profile_name), binder=io, evictor=io, status_updater=io,
+                           scheduler_names=("volcano",), default_queue="default")
+    for n in nodes:
+        cache.add_node(n)
+    for q in queues:
+        cache.add_queue(q)
+    for g in podgroups:
+        cache.add_pod_group(g)
+    for p in pods:
+        cache.add_pod(p)
+    return cache, io
+
+
+def _conf():
+    from ha.scheduler.conf import SchedulerConf, default_conf
+    d = default_conf()
+    # allocate only; the tiers are Volcano's production defaults with every flag on
+    return SchedulerConf(actions=["allocate"], tiers=d.tiers, configurations=[], source="<bench>")
+
+
+def _bind_count(io: Any) -> int:
+    from ha.scenario.runner import _io_ops
+    return sum(1 for op in _io_ops(io) if op[0] == "bind")
+
+
+def model_session(cache: Any, io: Any) -> tuple[int, float, dict[str, float]]:
+    """(pods bound, seconds, phase timings) of one open -> allocate -> close session."""
+    from ha.scheduler.actions import get_action
+    from ha.scheduler.framework import close_session, open_session
+    conf = _conf()
+    before = _bind_count(io)
+    t0 = time.perf_counter()
+    ssn = open_session(cache, conf, seed=0)
+    t1 = time.perf_counter()
+    get_action("allocate").execute(ssn)
+    t2 = time.perf_counter()
+    close_session(ssn)
+    for name in ("process_bind_task",):
+        fn = getattr(cache, name, None)
+        if callable(fn):
+            fn()
+    t3 = time.perf_counter()
+    return _bind_count(io) - before, t3 - t0, {"open_s": t1 - t0, "allocate_s": t2 - t1, "close_s": t3 - t2}
+
+
+def first_fit_baseline(cache: Any) -> tuple[int, float]:
+    """(pods placed, seconds): snapshot + gang-aware first fit on Idle, no plugins."""
+    from ha.scheduler.api import TaskStatus
+    t0 = time.perf_counter()
+    snap = cache.snapshot()
+    nodes = list(snap.nodes.values())
+    n = len(nodes)
+    start = 0
+    placed = 0
+    jobs = sorted(snap.jobs.values(), key=lambda j: (_ctime(j), str(j.uid)))
+    for job in jobs:
+        pending = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING]
+        taken: list[tuple[Any, Any]] = []
+        for task in pending:
+            for k in range(n):
+                node = nodes[(start + k) % n]
+                if task.resreq.less_equal(node.idle):
+                    node.idle.sub(task.resreq)
+                    taken.append((task, node))
+                    start = (start + k) % n
+                    break
+        if len(taken) >= job.min_available:
+            placed += len(taken)
+        else:
+            for task, node in taken:
+                node.idle.add(task.resreq)
+    return placed, time.perf_counter() - t0
+
+
+def _ctime(job: Any) -> float:
+    t = getattr(job, "creation_timestamp", 0.0)
+    return float(t or 0.0)
+
+
+def run(quick: bool = False) -> BenchResult:
+    n_nodes, n_pods, n_queues = (500, 5_000, 4) if quick else (5_000, 50_000, 4)
+    seed = 42
+    nodes, queues, podgroups, pods = workload(n_nodes, n_pods, n_queues, seed)
+    t0 = time.perf_counter()
+    cache, io = build_cluster(nodes, queues, podgroups, pods)
+    build_s = time.perf_counter() - t0
+    # the baseline first, on the untouched cache (it only mutates its own snapshot)
+    base_placed, base_s = first_fit_baseline(cache)
+    placed, secs, phases = model_session(cache, io)
+    value = placed / secs if secs > 0 else 0.0
+    baseline = base_placed / base_s if base_s > 0 else 0.0
+    return BenchResult(
+        name="session", value=value, unit="pods/s", baseline=baseline,
+        ratio=(value / baseline) if baseline else None,
+        params={"nodes": n_nodes, "pods": n_pods, "gang_size": [1, 16], "queues": n_queues,
+                "jobs": len(podgroups), "seed": seed, "quick": quick,
+                "node": NODE, "conf": "default tiers (all flags on), actions [allocate]",
+                "pods_bound": placed, "session_s": round(secs, 3),
+                **{k: round(v, 3) for k, v in phases.items()},
+                "baseline_placed": base_placed, "baseline_s": round(base_s, 3),
+                "cache_build_s": round(build_s, 3)},
+    )

@@ -1,0 +1,843 @@
+"""The experiment file (DESIGN.md "Experiment files"): pydantic v2 models, strict (unknown keys are
+errors), with the units users write (``500ms``/``10s``/``2m``, ``20/s``, ``128Gi``).
+
+``load_experiment(path)`` reads the YAML with ``yaml.safe_load`` and raises
+:class:`ha.errors.BadInput` naming the file, the field path and the problem, one line per problem::
+
+    examples/x.yaml: schedulers.instances: must be ≥ 1 (got 0)
+"""
+from __future__ import annotations
+
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import yaml
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
+                      ValidationError, field_validator, model_validator)
+
+from cluster_state.quantity import QuantityError, parse_quantity
+from ha.errors import BadInput
+from ha.experiment.units import format_duration, format_rate, parse_duration, parse_rate, scenario_quantity
+
+__all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS", "ACTIONS", "PLUGINS",
+           "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names"]
+
+# ---------------------------------------------------------------------------------------- types
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+Rate = Annotated[float, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str)]
+
+
+def _resources(v: object) -> dict[str, Any]:
+    """A Kubernetes resource map (``{cpu: 32, memory: 128Gi}``); validated, kept as written."""
+    if not isinstance(v, dict):
+        raise ValueError("expected a map of resource name to quantity, like {cpu: 4, memory: 8Gi}")
+    for name, q in v.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"resource names must be non-empty strings, got {name!r}")
+        try:
+            parse_quantity(name, q)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+    return dict(v)
+
+
+def _scenario_resources(v: object) -> dict[str, Any]:
+    """A resource map in scenario units (numbers: cpu millicores, memory bytes; strings: quantities)."""
+    if not isinstance(v, dict):
+        raise ValueError("expected a map of resource name to quantity, like {cpu: 1000, memory: 1Gi}")
+    for name, q in v.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"resource names must be non-empty strings, got {name!r}")
+        try:
+            scenario_quantity(name, q)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+    return dict(v)
+
+
+Resources = Annotated[dict[str, Any], BeforeValidator(_resources)]
+ScenarioResources = Annotated[dict[str, Any], BeforeValidator(_scenario_resources)]
+
+
+def _int_range(v: object) -> object:
+    # `gang_size: 4` means [4, 4]
+    if isinstance(v, int) and not isinstance(v, bool):
+        return [v, v]
+    return v
+
+
+def _duration_range(v: object) -> object:
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return [v, v]
+    return v
+
+
+IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range)]
+DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range)]
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_EXP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _dns_name(v: str) -> str:
+    if not _NAME.match(v) or len(v) > 253:
+        raise ValueError(f"{v!r} is not a valid object name (lowercase letters, digits, '-', '.')")
+    return v
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+
+
+# -------------------------------------------------------------------------------------- cluster
+
+
+class Cluster(Strict):
+    """``nodes`` identical nodes named ``node-1`` … ``node-N`` with ``node`` as allocatable."""
+    nodes: int = Field(4, ge=0)
+    node: Resources = Field(default_factory=lambda: {"cpu": 32, "memory": "128Gi", "pods": 110})
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("node")
+    @classmethod
+    def _needs_cpu(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "cpu" not in v:
+            raise ValueError("a node needs at least cpu (e.g. {cpu: 32, memory: 128Gi, pods: 110})")
+        return v
+
+
+class QueueSpec(Strict):
+    name: Annotated[str, BeforeValidator(str)]
+    weight: int = Field(1, ge=1)
+    capability: Optional[Resources] = None
+    deserved: Optional[Resources] = None
+    guarantee: Optional[Resources] = None
+    reclaimable: Optional[bool] = None
+    priority: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns_name(v)
+
+
+# ------------------------------------------------------------------------------------- workload
+
+
+class Workload(Strict):
+    """Gangs arriving over time: each gang is a PodGroup (minMember = its size) and its pods."""
+    arrivals: Literal["poisson", "constant"] = "poisson"
+    rate: Rate = "1/s"
+    gang_size: IntRange = (1, 1)
+    runtime: DurationRange = ("10s", "10s")
+    queues: list[str] = Field(default_factory=list)        # empty: every queue of the experiment
+    priority_classes: dict[str, int] = Field(default_factory=dict)
+    request: Resources = Field(default_factory=lambda: {"cpu": 1, "memory": "1Gi"})  # per pod
+    namespace: str = "default"
+    max_gangs: Optional[int] = Field(None, ge=0)             # stop generating after this many
+
+    @field_validator("rate")
+    @classmethod
+    def _positive_rate(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be > 0/s")
+        return v
+
+    @field_validator("gang_size")
+    @classmethod
+    def _gang(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if v[0] < 1:
+            raise ValueError(f"must be ≥ 1 (got {v[0]})")
+        if v[0] > v[1]:
+            raise ValueError(f"min {v[0]} > max {v[1]}")
+        return v
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if v[0] > v[1]:
+            raise ValueError(f"min {format_duration(v[0])} > max {format_duration(v[1])}")
+        return v
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _pcs(cls, v: dict[str, int]) -> dict[str, int]:
+        for name in v:
+            _dns_name(name)
+        return v
+
+
+# ----------------------------------------------------------------------------------- schedulers
+
+
+class Lease(Strict):
+    duration: Duration = "15s"
+    renew_deadline: Duration = "10s"
+    retry: Duration = "2s"
+
+    @model_validator(mode="after")
+    def _order(self) -> "Lease":
+        # client-go's leaderelection rejects these too
+        if not self.duration > self.renew_deadline:
+            raise ValueError(f"duration ({format_duration(self.duration)}) must be greater than "
+                             f"renew_deadline ({format_duration(self.renew_deadline)})")
+        if not self.renew_deadline > self.retry:
+            raise ValueError(f"renew_deadline ({format_duration(self.renew_deadline)}) must be greater "
+                             f"than retry ({format_duration(self.retry)})")
+        if self.retry <= 0:
+            raise ValueError("retry must be > 0")
+        return self
+
+
+class Schedulers(Strict):
+    instances: int = Field(1, ge=1, le=64)
+    mode: Literal["leader-elected", "active-active", "shadow"] = "leader-elected"
+    period: Duration = "1s"
+    lease: Lease = Field(default_factory=Lease)
+    standby: Literal["warm", "cold"] = "warm"
+    scheduler_name: str = "volcano"
+
+    @field_validator("period")
+    @classmethod
+    def _period(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+
+def instance_names(n: int) -> list[str]:
+    return [f"scheduler-{i}" for i in range(1, n + 1)]
+
+
+# ---------------------------------------------------------------------------------------- chaos
+
+# fault -> (required fields, optional fields, allowed targets); targets: "instance" (scheduler-K),
+# "leader", "all"
+_T_INST = ("instance", "leader", "all")
+FAULTS: dict[str, tuple[frozenset[str], frozenset[str], tuple[str, ...]]] = {
+    "watch-delay": (frozenset({"target", "delay"}), frozenset({"for", "kinds"}), _T_INST),
+    "watch-stall": (frozenset({"target", "for"}), frozenset({"kinds"}), _T_INST),
+    "watch-reorder": (frozenset({"target"}), frozenset({"for", "kinds", "window"}), _T_INST),
+    "watch-expire": (frozenset({"target"}), frozenset({"kinds"}), _T_INST),
+    "partition": (frozenset({"target", "for"}), frozenset(), _T_INST),
+    "kill": (frozenset({"target"}), frozenset({"restart_after"}), ("instance", "leader")),
+    "pause": (frozenset({"target", "for"}), frozenset(), ("instance", "leader")),
+    "api-latency": (frozenset({"delay"}), frozenset({"for", "target", "verbs"}), _T_INST),
+    "api-conflict": (frozenset({"probability"}), frozenset({"for", "target", "verbs"}), _T_INST),
+    "redis-restart": (frozenset(), frozenset({"for"}), ()),
+    "clock-rate": (frozenset({"target", "rate"}), frozenset({"for"}), _T_INST),
+}
+_CHAOS_PARAMS = ("target", "for", "kinds", "delay", "window", "restart_after", "verbs",
+                 "probability", "rate")
+KINDS = ("Pod", "Node", "PodGroup", "Queue", "PriorityClass", "Lease")
+VERBS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
+         "bind_many", "delete", "evict", "watch")
+# the faults the runner applies today; the rest are validated and recorded for the chaos engine
+APPLIED_FAULTS = frozenset({"kill", "pause"})
+
+_DIST_FIELDS = {"fixed": ({"value"}, set()), "uniform": ({"min", "max"}, set()),
+                "exponential": ({"mean"}, {"max"}), "pareto": ({"scale", "alpha"}, {"max"})}
+
+
+class Distribution(Strict):
+    """A delay distribution: fixed {value}, uniform {min, max}, exponential {mean[, max]},
+    pareto {scale, alpha[, max]} (scale is the minimum, x_m)."""
+    dist: Literal["fixed", "uniform", "exponential", "pareto"]
+    value: Optional[Duration] = None
+    min: Optional[Duration] = None
+    max: Optional[Duration] = None
+    mean: Optional[Duration] = None
+    scale: Optional[Duration] = None
+    alpha: Optional[float] = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _fields(self) -> "Distribution":
+        required, optional = _DIST_FIELDS[self.dist]
+        given = {f for f in ("value", "min", "max", "mean", "scale", "alpha") if getattr(self, f) is not None}
+        missing = sorted(required - given)
+        extra = sorted(given - required - optional)
+        if missing:
+            raise ValueError(f"dist {self.dist} needs {', '.join(missing)}")
+        if extra:
+            raise ValueError(f"dist {self.dist} does not take {', '.join(extra)} "
+                             f"(it takes {', '.join(sorted(required | optional))})")
+        if self.dist == "uniform" and self.min > self.max:
+            raise ValueError(f"min {format_duration(self.min)} > max {format_duration(self.max)}")
+        return self
+
+
+class ChaosEntry(Strict):
+    """One fault: starts ``at``, lasts ``for`` (or until the end / is instantaneous)."""
+    at: Duration
+    fault: str
+    target: Optional[str] = None
+    for_: Optional[Duration] = Field(None, alias="for")
+    kinds: Optional[list[str]] = None
+    delay: Optional[Distribution] = None
+    window: Optional[Duration] = None
+    restart_after: Optional[Duration] = None
+    verbs: Optional[list[str]] = None
+    probability: Optional[float] = Field(None, ge=0, le=1)
+    rate: Optional[float] = Field(None, gt=0)
+
+    @field_validator("fault")
+    @classmethod
+    def _fault(cls, v: str) -> str:
+        if v not in FAULTS:
+            raise ValueError(f"unknown fault {v!r}; known: {', '.join(FAULTS)}")
+        return v
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: Optional[list[str]]) -> Optional[list[str]]:
+        for k in v or ():
+            if k not in KINDS:
+                raise ValueError(f"unknown kind {k!r}; known: {', '.join(KINDS)}")
+        return v
+
+    @field_validator("verbs")
+    @classmethod
+    def _verbs(cls, v: Optional[list[str]]) -> Optional[list[str]]:
+        for k in v or ():
+            if k not in VERBS:
+                raise ValueError(f"unknown verb {k!r}; known: {', '.join(VERBS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _per_fault(self) -> "ChaosEntry":
+        required, optional, targets = FAULTS[self.fault]
+        given = {p for p in _CHAOS_PARAMS if getattr(self, "for_" if p == "for" else p) is not None}
+        missing = sorted(required - given)
+        extra = sorted(given - required - optional)
+        if missing:
+            raise ValueError(f"fault {self.fault} needs {', '.join(missing)}")
+        if extra:
+            takes = ", ".join(sorted(required | optional)) or "nothing but at"
+            raise ValueError(f"fault {self.fault} does not take {', '.join(extra)} (it takes {takes})")
+        if self.target is not None:
+            kind = ("leader" if self.target == "leader" else "all" if self.target == "all"
+                    else "instance" if re.match(r"^scheduler-[1-9]\d*$", self.target) else None)
+            if kind is None:
+                raise ValueError(f"target {self.target!r}: expected scheduler-<N>, leader or all")
+            if kind not in targets:
+                raise ValueError(f"fault {self.fault} cannot target {self.target!r} "
+                                 f"(it takes {' or '.join(_TARGET_WORDS[t] for t in targets)})")
+        if self.for_ is not None and self.for_ <= 0:
+            raise ValueError("for must be > 0")
+        return self
+
+    @property
+    def end(self) -> Optional[float]:
+        return None if self.for_ is None else self.at + self.for_
+
+
+_TARGET_WORDS = {"instance": "scheduler-<N>", "leader": "leader", "all": "all"}
+
+# ------------------------------------------------------------------------------ scheduler conf
+
+ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+PLUGINS = ("priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
+           "nodeorder", "binpack", "capacity", "network-topology-aware")
+_FLAG = re.compile(r"^enabled?[A-Z][A-Za-z]*$")
+
+
+def _known_plugins() -> set[str]:
+    names = set(PLUGINS)
+    try:  # the plugin registry may know more (plugins register themselves on import)
+        from ha.scheduler.plugins import plugin_names
+        names |= set(plugin_names())
+    except Exception:  # noqa: BLE001 - an unfinished tree must not break config loading
+        pass
+    return names
+
+
+def _flag_aliases() -> dict[str, str] | None:
+    try:
+        from ha.scheduler.conf import _FLAG_ALIASES
+        return _FLAG_ALIASES
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class PluginEntry(BaseModel):
+    """``{name: drf, enabledJobOrder: true, arguments: {...}}`` — as in a scenario file's tiers."""
+    model_config = ConfigDict(extra="allow")
+    name: str
+    arguments: Optional[dict[str, Any]] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        known = _known_plugins()
+        if v not in known:
+            raise ValueError(f"unknown plugin {v!r}; known: {', '.join(sorted(known))}")
+        return v
+
+    @model_validator(mode="after")
+    def _flags(self) -> "PluginEntry":
+        aliases = _flag_aliases()
+        for k, v in (self.model_extra or {}).items():
+            if aliases is not None and _FLAG.match(k) and k not in aliases:
+                known = sorted(n for n in aliases if n[:1].islower() and "_" not in n and n.startswith("enabled"))
+                raise ValueError(f"unknown flag {k!r}; known: {', '.join(known)}")
+            if not _FLAG.match(k):
+                raise ValueError(f"unknown key {k!r} (a plugin takes name, arguments and "
+                                 f"enabled*/enable* flags such as enabledJobOrder)")
+            if not isinstance(v, bool):
+                raise ValueError(f"{k}: expected true or false, got {v!r}")
+        return self
+
+    def flags(self) -> dict[str, bool]:
+        return dict(self.model_extra or {})
+
+
+class SchedulerConfSpec(Strict):
+    actions: list[str]
+    tiers: list[list[PluginEntry]]
+    action_arguments: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("actions")
+    @classmethod
+    def _actions(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("needs at least one action")
+        for a in v:
+            if a not in ACTIONS:
+                raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+        if len(set(v)) != len(v):
+            raise ValueError("an action is listed twice")
+        return v
+
+    @field_validator("action_arguments")
+    @classmethod
+    def _aa(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for a in v:
+            if a not in ACTIONS:
+                raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_plugins(self) -> "SchedulerConfSpec":
+        seen: set[str] = set()
+        for tier in self.tiers:
+            for p in tier:
+                if p.name in seen:
+                    raise ValueError(f"plugin {p.name!r} appears twice in tiers")
+                seen.add(p.name)
+        return self
+
+    def to_scenario_shape(self) -> dict[str, Any]:
+        """``{"actions", "action_arguments", "plugins": {"tiers"}}`` as in a scenario file."""
+        return {"actions": list(self.actions), "action_arguments": dict(self.action_arguments),
+                "plugins": {"tiers": [[p.model_dump(exclude_none=True) for p in t] for t in self.tiers]}}
+
+
+# ------------------------------------------------------------------------ initial (scenario shape)
+
+
+class InitialNode(Strict):
+    name: str
+    allocatable: ScenarioResources
+    capacity: Optional[ScenarioResources] = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    unschedulable: bool = False
+
+
+class InitialQueue(Strict):
+    name: str
+    weight: int = Field(1, ge=1)
+    capability: Optional[ScenarioResources] = None
+    deserved: Optional[ScenarioResources] = None
+    guarantee: Optional[ScenarioResources] = None
+    priority: int = 0
+    state: Literal["Open", "Closed", "Closing"] = "Open"
+    reclaimable: Optional[bool] = None
+
+
+class InitialPodGroup(Strict):
+    name: str
+    namespace: str = "default"
+    job_id: Optional[str] = None            # scenario files carry it; must agree with namespace/name
+    queue: str = "default"
+    minMember: int = Field(0, ge=0)
+    minTaskMember: dict[str, int] = Field(default_factory=dict)
+    phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
+    priorityClassName: Optional[str] = None
+    minResources: Optional[ScenarioResources] = None
+
+    @model_validator(mode="after")
+    def _job_id(self) -> "InitialPodGroup":
+        if self.job_id is not None and self.job_id != f"{self.namespace}/{self.name}":
+            raise ValueError(f"job_id {self.job_id!r} does not match namespace/name "
+                             f"{self.namespace}/{self.name}")
+        return self
+
+
+class InitialPod(Strict):
+    name: str
+    namespace: str = "default"
+    key: Optional[str] = None
+    podgroup: str
+    request: ScenarioResources = Field(default_factory=dict)
+    phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] = "Pending"
+    nodeName: str = ""
+    priority: Optional[int] = None
+    priorityClassName: Optional[str] = None
+    nominatedNodeName: str = ""
+    deletionTimestamp: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    preemptionPolicy: Optional[Literal["PreemptLowerPriority", "Never"]] = None
+    preemptable: bool = True
+    taskRole: str = ""
+    bestEffort: bool = False
+
+    @model_validator(mode="after")
+    def _key(self) -> "InitialPod":
+        if self.key is not None and self.key != f"{self.namespace}/{self.name}":
+            raise ValueError(f"key {self.key!r} does not match namespace/name {self.namespace}/{self.name}")
+        if self.deletionTimestamp:
+            raise ValueError("deletionTimestamp: true cannot be created through the API server "
+                             "(create the pod, then delete it with a grace period)")
+        return self
+
+
+class InitialPriorityClass(Strict):
+    name: str
+    value: int
+    globalDefault: bool = False
+    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+
+
+class Initial(Strict):
+    nodes: list[InitialNode] = Field(default_factory=list)
+    queues: list[InitialQueue] = Field(default_factory=list)
+    podgroups: list[InitialPodGroup] = Field(default_factory=list)
+    pods: list[InitialPod] = Field(default_factory=list)
+    priority_classes: list[InitialPriorityClass] = Field(default_factory=list)
+
+
+class Measure(Strict):
+    every: Duration = "500ms"
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+
+# ----------------------------------------------------------------------------------- experiment
+
+
+class ConfigProblems(Exception):
+    """Cross-field problems found after the fields themselves validated: [(path, message)]."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+
+
+class Experiment(Strict):
+    name: str
+    seed: int = 0
+    duration: Duration = "60s"
+    profile: str = "v1.14"
+    switches: dict[str, bool] = Field(default_factory=dict)   # per-switch overrides of the profile
+    cluster: Cluster = Field(default_factory=Cluster)
+    queues: list[QueueSpec] = Field(default_factory=list)
+    workload: Optional[Workload] = None
+    schedulers: Schedulers = Field(default_factory=Schedulers)
+    chaos: list[ChaosEntry] = Field(default_factory=list)
+    scheduler_conf: Optional[SchedulerConfSpec] = None
+    initial: Initial = Field(default_factory=Initial)
+    measure: Measure = Field(default_factory=Measure)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _EXP_NAME.match(v):
+            raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (it names the results folder)")
+        return v
+
+    @field_validator("duration")
+    @classmethod
+    def _dur(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, v: str) -> str:
+        from ha.scheduler.profiles import profile
+        try:
+            profile(v)
+        except BadInput as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("switches")
+    @classmethod
+    def _switches(cls, v: dict[str, bool]) -> dict[str, bool]:
+        from ha.scheduler.profiles import Switches
+        try:
+            Switches().with_(**v)
+        except BadInput as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "Experiment":
+        problems: list[tuple[str, str]] = []
+        queue_names = {q.name for q in self.queues} | {q.name for q in self.initial.queues} | {"default"}
+        seen: set[str] = set()
+        for i, q in enumerate(self.queues):
+            if q.name in seen:
+                problems.append((f"queues[{i}].name", f"queue {q.name!r} is defined twice"))
+            seen.add(q.name)
+        for i, q in enumerate(self.initial.queues):
+            if q.name in seen:
+                problems.append((f"initial.queues[{i}].name", f"queue {q.name!r} is defined twice"))
+            seen.add(q.name)
+        if self.workload is not None:
+            for j, qn in enumerate(self.workload.queues):
+                if qn not in queue_names:
+                    problems.append((f"workload.queues[{j}]",
+                                     f"unknown queue {qn!r}; defined: {', '.join(sorted(queue_names))}"))
+        n = self.schedulers.instances
+        for i, c in enumerate(self.chaos):
+            if c.at >= self.duration:
+                problems.append((f"chaos[{i}].at", f"{format_duration(c.at)} is not before the end of "
+                                 f"the experiment ({format_duration(self.duration)})"))
+            if c.target and c.target.startswith("scheduler-") and int(c.target.split("-")[1]) > n:
+                problems.append((f"chaos[{i}].target", f"{c.target!r} does not exist "
+                                 f"(schedulers.instances is {n}: scheduler-1 … scheduler-{n})"))
+            if c.target == "leader" and self.schedulers.mode == "active-active":
+                problems.append((f"chaos[{i}].target", "'leader' needs schedulers.mode "
+                                 "leader-elected or shadow (active-active has no leader)"))
+        node_names = {f"node-{k}" for k in range(1, self.cluster.nodes + 1)}
+        for i, nd in enumerate(self.initial.nodes):
+            if nd.name in node_names:
+                problems.append((f"initial.nodes[{i}].name", f"node {nd.name!r} already exists "
+                                 f"(cluster.nodes makes node-1 … node-{self.cluster.nodes})"))
+            node_names.add(nd.name)
+        pcs = {pc.name for pc in self.initial.priority_classes} | set(
+            self.workload.priority_classes if self.workload else ())
+        pg_keys = set()
+        for i, pg in enumerate(self.initial.podgroups):
+            key = f"{pg.namespace}/{pg.name}"
+            if key in pg_keys:
+                problems.append((f"initial.podgroups[{i}]", f"podgroup {key} is defined twice"))
+            pg_keys.add(key)
+            if pg.queue not in queue_names:
+                problems.append((f"initial.podgroups[{i}].queue", f"unknown queue {pg.queue!r}"))
+            if pg.priorityClassName and pg.priorityClassName not in pcs:
+                problems.append((f"initial.podgroups[{i}].priorityClassName",
+                                 f"unknown priority class {pg.priorityClassName!r}"))
+        pod_keys = set()
+        for i, p in enumerate(self.initial.pods):
+            key = f"{p.namespace}/{p.name}"
+            if key in pod_keys:
+                problems.append((f"initial.pods[{i}]", f"pod {key} is defined twice"))
+            pod_keys.add(key)
+            if f"{p.namespace}/{p.podgroup}" not in pg_keys:
+                problems.append((f"initial.pods[{i}].podgroup",
+                                 f"unknown podgroup {p.namespace}/{p.podgroup}"))
+            for fld in ("nodeName", "nominatedNodeName"):
+                nn = getattr(p, fld)
+                if nn and nn not in node_names:
+                    problems.append((f"initial.pods[{i}].{fld}", f"unknown node {nn!r}"))
+            if p.priorityClassName and p.priorityClassName not in pcs:
+                problems.append((f"initial.pods[{i}].priorityClassName",
+                                 f"unknown priority class {p.priorityClassName!r}"))
+        if problems:
+            raise ConfigProblems(problems)
+        return self
+
+    # -- derived -----------------------------------------------------------------------------
+
+    def instance_names(self) -> list[str]:
+        return instance_names(self.schedulers.instances)
+
+    def switches_resolved(self):
+        from ha.scheduler.profiles import profile
+        return profile(self.profile, **self.switches)
+
+    def scheduler_conf_resolved(self):
+        """A :class:`ha.scheduler.conf.SchedulerConf`: the file's, or Volcano's defaults."""
+        from ha.scheduler.conf import SchedulerConf, default_conf
+        if self.scheduler_conf is None:
+            return default_conf()
+        # experiments are production: unset enabled* flags are on (unlike scenario files)
+        return SchedulerConf.from_dict(self.scheduler_conf.to_scenario_shape(),
+                                       source=f"experiment {self.name}: scheduler_conf",
+                                       apply_defaults=True)
+
+    def resolved(self) -> dict[str, Any]:
+        """The experiment as JSON, every default filled in (goes into metrics.json)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def with_overrides(self, *, seed: int | None = None, profile: str | None = None,
+                       duration: str | float | None = None) -> "Experiment":
+        """Command-line overrides; errors name the option. Chaos entries after a shortened end are
+        kept (and reported as not reached) rather than rejected."""
+        changes: dict[str, Any] = {}
+        if seed is not None:
+            changes["seed"] = int(seed)
+        if profile is not None:
+            try:
+                Experiment._profile(profile)
+            except ValueError as e:
+                raise BadInput(f"--profile: {e}") from None
+            changes["profile"] = profile
+        if duration is not None:
+            try:
+                d = parse_duration(duration) if not isinstance(duration, float) else duration
+            except ValueError as e:
+                raise BadInput(f"--duration: {e}") from None
+            if d <= 0:
+                raise BadInput("--duration: must be > 0")
+            changes["duration"] = d
+        return self.model_copy(update=changes) if changes else self
+
+
+# ------------------------------------------------------------------------------------- loading
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _fields_at(loc: tuple) -> list[str] | None:
+    """The keys allowed at ``loc`` (for 'unknown key' hints), walking the model classes."""
+    tp: Any = Experiment
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(part, int):
+            args = typing.get_args(tp)
+            if not args:
+                return None
+            tp = args[0]
+            continue
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            f = next((f for n, f in tp.model_fields.items() if (f.alias or n) == part), None)
+            if f is None:
+                return None
+            tp = f.annotation
+        else:
+            args = typing.get_args(tp)
+            if typing.get_origin(tp) is dict and len(args) == 2:
+                tp = args[1]
+            else:
+                return None
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [f.alias or n for n, f in tp.model_fields.items()]
+    return None
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def _message(err: dict) -> str:
+    t, ctx, inp = err["type"], err.get("ctx") or {}, err.get("input")
+    got = f" (got {inp!r})" if not isinstance(inp, (dict, list)) else ""
+    if t == "missing":
+        return "required"
+    if t == "extra_forbidden":
+        allowed = _fields_at(tuple(err["loc"][:-1]))
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
+        return f"unknown key{hint}"
+    if t == "greater_than_equal":
+        return f"must be ≥ {ctx.get('ge')}{got}"
+    if t == "greater_than":
+        return f"must be > {ctx.get('gt')}{got}"
+    if t == "less_than_equal":
+        return f"must be ≤ {ctx.get('le')}{got}"
+    if t == "less_than":
+        return f"must be < {ctx.get('lt')}{got}"
+    if t == "literal_error":
+        return f"must be one of {ctx.get('expected')}{got}"
+    if t in ("int_parsing", "int_type", "int_from_float"):
+        return f"expected an integer{got}"
+    if t in ("bool_parsing", "bool_type"):
+        return f"expected true or false{got}"
+    if t in ("float_parsing", "float_type"):
+        return f"expected a number{got}"
+    if t in ("string_type",):
+        return f"expected a string{got}"
+    if t in ("list_type", "tuple_type"):
+        return f"expected a list{got}"
+    if t in ("model_type", "dict_type", "model_attributes_type"):
+        return f"expected a map{got}"
+    if t == "too_short" or t == "too_long":
+        return f"expected {ctx.get('expected', '')} items{got}".replace("  ", " ")
+    if t == "value_error":
+        return str(ctx.get("error") or err["msg"]).removeprefix("Value error, ")
+    return err["msg"]
+
+
+def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: str | None = None) -> Experiment:
+    """Validate already-loaded YAML/JSON data; :class:`BadInput` names ``source``, field, problem."""
+    if not isinstance(data, dict):
+        raise BadInput(f"{source}: expected a map of experiment settings at the top level, "
+                       f"got {type(data).__name__}")
+    if "name" not in data and default_name:
+        data = {"name": default_name, **data}
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as e:
+        lines = [f"{source}: {_loc(tuple(err['loc']))}: {_message(err)}" for err in e.errors()]
+        raise BadInput("\n".join(lines)) from None
+    except ConfigProblems as e:
+        raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in e.problems)) from None
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment file (YAML, ``yaml.safe_load``)."""
+    p = Path(path)
+    source = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{source}: is a folder, expected an experiment file (YAML)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{source}: cannot read: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise BadInput(f"{source}: {where}not valid YAML: {problem}") from None
+    if data is None:
+        raise BadInput(f"{source}: the file is empty")
+    stem = re.sub(r"[^A-Za-z0-9._-]", "-", p.stem) or "experiment"
+    return parse_experiment(data, source, default_name=stem)

@@ -1,0 +1,108 @@
+"""The starting objects of an experiment in docs/object-shapes.md shape: the cluster's nodes, the
+queues, priority classes and the ``initial`` section (scenario-shaped; built with the scenario
+loader's builders so both paths make the very same objects)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cluster_state.quantity import normalise_resources
+from ha.experiment.config import Experiment
+
+__all__ = ["StartingObjects", "starting_objects", "node_names"]
+
+# fields the API server assigns on create
+_SERVER_META = ("uid", "resourceVersion", "creationTimestamp")
+
+
+@dataclass
+class StartingObjects:
+    """In creation order: priority classes, queues, nodes, podgroups, pods."""
+    priority_classes: list[dict] = field(default_factory=list)
+    queues: list[dict] = field(default_factory=list)
+    nodes: list[dict] = field(default_factory=list)
+    podgroups: list[dict] = field(default_factory=list)
+    pods: list[dict] = field(default_factory=list)
+
+    def in_order(self) -> list[dict]:
+        return self.priority_classes + self.queues + self.nodes + self.podgroups + self.pods
+
+    def counts(self) -> dict[str, int]:
+        return {"PriorityClass": len(self.priority_classes), "Queue": len(self.queues),
+                "Node": len(self.nodes), "PodGroup": len(self.podgroups), "Pod": len(self.pods)}
+
+
+def node_names(exp: Experiment) -> list[str]:
+    return [f"node-{i}" for i in range(1, exp.cluster.nodes + 1)]
+
+
+def _meta(name: str, **extra) -> dict:
+    return {"name": name, "labels": {}, "annotations": {}, **extra}
+
+
+def cluster_node(name: str, resources: dict, labels: dict[str, str]) -> dict:
+    alloc = normalise_resources(resources, "cluster.node")
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {**_meta(name), "labels": {"kubernetes.io/hostname": name, **labels}},
+            "spec": {"unschedulable": False},
+            "status": {"allocatable": alloc, "capacity": dict(alloc),
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def queue(name: str, *, weight: int = 1, capability=None, deserved=None, guarantee=None,
+          reclaimable=None, priority: int = 0) -> dict:
+    norm = (lambda r, w: None if r is None else normalise_resources(r, w))
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": _meta(name),
+            "spec": {"weight": weight, "capability": norm(capability, f"queues.{name}.capability"),
+                     "deserved": norm(deserved, f"queues.{name}.deserved"),
+                     "guarantee": None if guarantee is None else
+                     {"resource": normalise_resources(guarantee, f"queues.{name}.guarantee")},
+                     "reclaimable": reclaimable, "priority": priority},
+            "status": {"state": "Open"}}
+
+
+def priority_class(name: str, value: int, *, preemption_policy: str = "PreemptLowerPriority",
+                   global_default: bool = False) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": _meta(name),
+            "value": int(value), "globalDefault": global_default, "preemptionPolicy": preemption_policy}
+
+
+def _strip_server_fields(obj: dict) -> dict:
+    for k in _SERVER_META:
+        obj["metadata"].pop(k, None)
+    return obj
+
+
+def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingObjects:
+    out = StartingObjects()
+    pcs: dict[str, dict] = {}
+    if exp.workload is not None:
+        for name, value in exp.workload.priority_classes.items():
+            pcs[name] = priority_class(name, value)
+    for q in exp.queues:
+        out.queues.append(queue(q.name, weight=q.weight, capability=q.capability,
+                                deserved=q.deserved, guarantee=q.guarantee,
+                                reclaimable=q.reclaimable, priority=q.priority))
+    for name in node_names(exp):
+        out.nodes.append(cluster_node(name, exp.cluster.node, exp.cluster.labels))
+
+    init = exp.initial
+    if init.nodes or init.queues or init.podgroups or init.pods or init.priority_classes:
+        from ha.scenario.loader import build_objects, new_context
+        spec = init.model_dump(mode="python", exclude_none=True)
+        spec["nodes"] = spec.get("nodes") or []
+        spec["pods"] = spec.get("pods") or []
+        ctx = new_context(source)
+        # cross-references were checked by the config (against the generated nodes too)
+        built = build_objects(ctx, spec, "initial", strict=False)
+        for o in built.priority_classes:
+            pcs[o["metadata"]["name"]] = _strip_server_fields(o)
+        out.queues += [_strip_server_fields(o) for o in built.queues]
+        out.nodes += [_strip_server_fields(o) for o in built.nodes]
+        out.podgroups += [_strip_server_fields(o) for o in built.podgroups]
+        out.pods += [_strip_server_fields(o) for o in built.pods]
+    if not any(q["metadata"]["name"] == "default" for q in out.queues):
+        # Volcano's controller creates the default queue in every cluster
+        out.queues.insert(0, queue("default"))
+    out.priority_classes = list(pcs.values())
+    return out

@@ -1,0 +1,230 @@
+"""A job controller for gang jobs (a PodGroup and its pods), the part of Volcano's job controller that
+matters to a scheduler testbed:
+
+* a pod of an unfinished job that was evicted (deleted) or Failed is re-created with a NEW uid and a
+  new name: ``<slot-base>-r<attempt>`` (annotation ``ha-testbed/attempt``), so cyclic evictions are
+  visible; a Failed pod is deleted first (grace 0), an evicted one is re-created once it is gone;
+* PodGroup status: counts (running/succeeded/failed); phase ``Running`` once at least minMember pods
+  run (or have succeeded) — ``Pending → Inqueue`` stays the scheduler's enqueue action — and
+  ``Completed`` when every slot has succeeded;
+* optionally deletes a completed job's pods (keeps caches small in long runs).
+
+State is rebuilt from the API server on start (slots are remembered from the pods seen), so the
+controller survives its actor's restart. Writes use resourceVersion preconditions; a 409 means the
+scheduler wrote first, and the next tick retries on the newer object.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import re
+from dataclasses import dataclass
+
+from ha.runtime.mirror import KindMirror
+from ha.runtime.workload import ATTEMPT_ANNOTATION, GROUP_ANNOTATION, SLOT_ANNOTATION
+
+__all__ = ["ControllerConfig", "JobController", "slot_of"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_SUFFIX = re.compile(r"^(?P<base>.+)-r(?P<n>\d+)$")
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    recreate: bool = True
+    delete_finished: bool = False
+    tick_s: float = 0.5
+
+
+def slot_of(pod: dict) -> tuple[str, int]:
+    """(slot base name, attempt) of a pod: from its annotations, else from its name."""
+    md = pod.get("metadata") or {}
+    ann = md.get("annotations") or {}
+    name = md.get("name") or ""
+    base = ann.get(SLOT_ANNOTATION)
+    attempt = ann.get(ATTEMPT_ANNOTATION)
+    m = _RETRY_SUFFIX.match(name)
+    if base is None:
+        base = m.group("base") if m else name
+    try:
+        n = int(attempt) if attempt is not None else (int(m.group("n")) if m else 0)
+    except ValueError:
+        n = 0
+    return base, n
+
+
+@dataclass
+class ControllerStats:
+    recreated: int = 0
+    failed_deleted: int = 0
+    completed_jobs: int = 0
+    phase_updates: int = 0
+    finished_pods_deleted: int = 0
+    conflicts: int = 0
+    errors: int = 0
+
+
+class JobController:
+    def __init__(self, api, config: ControllerConfig | None = None, *,
+                 pods: KindMirror | None = None, podgroups: KindMirror | None = None):
+        self.api = api
+        self.config = config or ControllerConfig()
+        self.pods = pods or KindMirror(api, "Pod")
+        self.podgroups = podgroups or KindMirror(api, "PodGroup")
+        self._own_mirrors = pods is None
+        self.stats = ControllerStats()
+        # (ns, job) -> {slot base: (template pod, highest attempt seen)}
+        self._slots: dict[tuple[str, str], dict[str, tuple[dict, int]]] = {}
+        self._completed: set[tuple[str, str]] = set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if self._own_mirrors:
+                    await self.pods.sync(block_ms=50)
+                    await self.podgroups.sync(block_ms=10)
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.stats.errors += 1
+                log.warning("job controller tick failed: %r", e)
+            await asyncio.sleep(self.config.tick_s)
+
+    def jobs(self) -> dict[str, dict]:
+        """Per job: phase, slots, running/succeeded/failed — for stats and tests."""
+        out = {}
+        by_job = self._pods_by_job()
+        for (ns, name), pg in self.podgroups.objects.items():
+            pods = by_job.get((ns, name), [])
+            st = pg.get("status") or {}
+            out[f"{ns}/{name}"] = {"phase": st.get("phase"), "slots": len(self._slots.get((ns, name), {})),
+                                   "pods": len(pods),
+                                   "running": sum(_phase(p) == "Running" for p in pods),
+                                   "succeeded": sum(_phase(p) == "Succeeded" for p in pods)}
+        return out
+
+    def _pods_by_job(self) -> dict[tuple[str, str], list[dict]]:
+        by_job: dict[tuple[str, str], list[dict]] = {}
+        for (ns, _), pod in self.pods.objects.items():
+            grp = ((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION)
+            if grp:
+                by_job.setdefault((ns, grp), []).append(pod)
+        return by_job
+
+    async def tick(self) -> None:
+        by_job = self._pods_by_job()
+        for key, pods in by_job.items():  # remember slots and their highest attempt
+            slots = self._slots.setdefault(key, {})
+            for pod in pods:
+                base, n = slot_of(pod)
+                old = slots.get(base)
+                if old is None or n >= old[1]:
+                    slots[base] = (pod, n)
+        for key, pg in list(self.podgroups.objects.items()):
+            await self._sync_job(key, pg, by_job.get(key, []))
+        # forget jobs whose PodGroup is gone
+        for key in [k for k in self._slots if k not in self.podgroups.objects]:
+            self._slots.pop(key, None)
+            self._completed.discard(key)
+
+    async def _sync_job(self, key, pg: dict, pods: list[dict]) -> None:
+        slots = self._slots.get(key, {})
+        by_slot: dict[str, list[dict]] = {}
+        for pod in pods:
+            by_slot.setdefault(slot_of(pod)[0], []).append(pod)
+        done = bool(slots) and all(any(_phase(p) == "Succeeded" for p in by_slot.get(b, []))
+                                   for b in slots)
+        done = done or key in self._completed
+        if not done and self.config.recreate:
+            for base, (template, attempt) in slots.items():
+                mine = by_slot.get(base, [])
+                if any(_phase(p) == "Succeeded" or (_phase(p) != "Failed" and not _deleting(p))
+                       for p in mine):
+                    continue  # the slot has a live (or finished) pod
+                failed = [p for p in mine if _phase(p) == "Failed" and not _deleting(p)]
+                for p in failed:
+                    await self._delete(p)
+                    self.stats.failed_deleted += 1
+                if any(_deleting(p) for p in mine):
+                    continue  # wait until the evicted pod is gone (its resources are released)
+                await self._recreate(key, base, template, attempt + 1)
+        await self._update_status(key, pg, pods, done)
+        if done and self.config.delete_finished:
+            for p in pods:
+                if not _deleting(p):
+                    await self._delete(p)
+                    self.stats.finished_pods_deleted += 1
+
+    async def _recreate(self, key, base: str, template: dict, attempt: int) -> None:
+        from cluster_state.errors import AlreadyExists, ApiError
+        md = template.get("metadata") or {}
+        ann = dict(md.get("annotations") or {})
+        ann[SLOT_ANNOTATION] = base
+        ann[ATTEMPT_ANNOTATION] = str(attempt)
+        spec = copy.deepcopy(template.get("spec") or {})
+        spec["nodeName"] = ""
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"{base}-r{attempt}", "namespace": md.get("namespace"),
+                            "labels": dict(md.get("labels") or {}), "annotations": ann},
+               "spec": spec,
+               "status": {"phase": "Pending", "nominatedNodeName": "", "conditions": []}}
+        try:
+            created = await self.api.create(pod)
+            self.stats.recreated += 1
+            self._slots[key][base] = (created, attempt)
+        except AlreadyExists:
+            self._slots[key][base] = (template, attempt)
+        except ApiError as e:
+            self.stats.errors += 1
+            log.warning("re-create %s failed: %r", pod["metadata"]["name"], e)
+
+    async def _delete(self, pod: dict) -> None:
+        from cluster_state.errors import ApiError, NotFound
+        md = pod["metadata"]
+        try:
+            await self.api.delete("Pod", md["name"], md.get("namespace"), grace_period_seconds=0)
+        except NotFound:
+            pass
+        except ApiError:
+            self.stats.errors += 1
+
+    async def _update_status(self, key, pg: dict, pods: list[dict], done: bool) -> None:
+        from cluster_state.errors import Conflict, NotFound
+        st = dict(pg.get("status") or {})
+        running = sum(_phase(p) == "Running" for p in pods)
+        succeeded = sum(_phase(p) == "Succeeded" for p in pods)
+        failed = sum(_phase(p) == "Failed" for p in pods)
+        min_member = int((pg.get("spec") or {}).get("minMember") or 1)
+        phase = st.get("phase") or "Pending"
+        new_phase = phase
+        if done:
+            new_phase = "Completed"
+        elif phase in ("Pending", "Inqueue", "Unknown") and running + succeeded >= min_member:
+            new_phase = "Running"
+        want = {"phase": new_phase, "running": running, "succeeded": succeeded, "failed": failed}
+        if all(st.get(k) == v for k, v in want.items()):
+            if done:
+                self._completed.add(key)
+            return
+        st.update(want)
+        try:
+            await self.api.update_status({**pg, "status": st})
+            self.stats.phase_updates += 1
+            if done and key not in self._completed:
+                self._completed.add(key)
+                self.stats.completed_jobs += 1
+        except Conflict:
+            self.stats.conflicts += 1
+        except NotFound:
+            pass
+
+
+def _phase(pod: dict) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
+
+
+def _deleting(pod: dict) -> bool:
+    return (pod.get("metadata") or {}).get("deletionTimestamp") is not None

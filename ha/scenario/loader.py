@@ -1,0 +1,626 @@
+"""Scenario files (DESIGN.md "Scenario files") -> validated, Kubernetes-shaped object dicts.
+
+A scenario file describes a cluster in plain units (cpu in millicores, memory in bytes, other
+scalars as counts) the way Volcano's Go unit tests build it; this module turns it into the object
+shapes of docs/object-shapes.md so that the very same cache event handlers that the informers
+feed also build the scenario's cache. Every problem is a ``BadInput`` naming the file, the field
+(``pods[2].request.cpu``) and what is wrong.
+
+The Go test helpers give pods and jobs zero creation timestamps and the UID ``<ns>-<name>``; task
+order then falls back to the pod-name index and the UID (volcano-semantics.md §16.3). We build the
+objects the same way.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_state.quantity import QuantityError, format_quantity, parse_quantity
+from ha.errors import BadInput
+
+__all__ = [
+    "Scenario", "Expected", "PluginSpec", "ClusterObjects", "KNOWN_ACTIONS", "KNOWN_PLUGINS",
+    "PLUGIN_FLAGS", "load_scenario", "load_json", "expand_paths", "build_objects", "pod_object",
+    "podgroup_object", "node_object", "queue_object", "priority_class_object", "parse_tiers",
+    "ScenarioError",
+]
+
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+# the Go tests' pods have zero creation timestamps; a deleting pod just needs a timestamp
+ZERO_TIME = 0.0
+DELETION_TIME = 1.0
+
+KNOWN_KINDS = ("action", "unit")
+def _model_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The actions and plugins the scheduler model implements (its registries are the truth)."""
+    try:
+        from ha.scheduler.actions import action_names
+        from ha.scheduler.plugins import plugin_names
+        return tuple(action_names()), tuple(plugin_names())
+    except ImportError:  # pragma: no cover - the model is part of the same distribution
+        return (("enqueue", "allocate", "backfill", "preempt", "reclaim"),
+                ("gang", "priority", "drf", "proportion", "capacity", "predicates", "nodeorder",
+                 "binpack", "conformance", "overcommit"))
+
+
+KNOWN_ACTIONS, KNOWN_PLUGINS = _model_names()
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+PG_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+# Volcano's PluginOption enable flags (conf/scheduler_conf.go:54-104). Scenario files use the Go
+# field names in lowerCamel; the YAML keys of a production config are accepted as aliases.
+PLUGIN_FLAGS: dict[str, str] = {}
+for _go, _yaml in [
+    ("enabledJobOrder", "enableJobOrder"),
+    ("enabledHierarchy", "enableHierarchy"), ("enabledJobReady", "enableJobReady"),
+    ("enabledJobPipelined", "enableJobPipelined"), ("enabledTaskOrder", "enableTaskOrder"),
+    ("enabledPreemptable", "enablePreemptable"), ("enabledReclaimable", "enableReclaimable"),
+    ("enablePreemptive", "enablePreemptive"), ("enabledQueueOrder", "enableQueueOrder"),
+    ("enabledClusterOrder", "EnabledClusterOrder"), ("enabledPredicate", "enablePredicate"),
+    ("enabledBestNode", "enableBestNode"), ("enabledNodeOrder", "enableNodeOrder"),
+    ("enabledTargetJob", "enableTargetJob"), ("enabledReservedNodes", "enableReservedNodes"),
+    ("enabledJobEnqueued", "enableJobEnqueued"), ("enabledVictim", "enabledVictim"),
+    ("enabledJobStarving", "enableJobStarving"), ("enabledOverused", "enabledOverused"),
+    ("enabledAllocatable", "enabledAllocatable"), ("enabledHyperNodeOrder", "enabledHyperNodeOrder"),
+    ("enabledSubJobReady", "enabledSubJobReady"), ("enabledSubJobPipelined", "enabledSubJobPipelined"),
+    ("enabledSubJobOrder", "enabledSubJobOrder"), ("enabledHyperNodeGradient", "enabledHyperNodeGradient"),
+]:
+    PLUGIN_FLAGS[_go] = _go
+    PLUGIN_FLAGS[_yaml] = _go
+
+
+class ScenarioError(BadInput):
+    """A bad scenario file; the message is ``<file>: <field>: <problem>``."""
+
+    def __init__(self, path: str, field_: str, problem: str):
+        self.path, self.field, self.problem = path, field_, problem
+        super().__init__(f"{path}: {field_}: {problem}" if field_ else f"{path}: {problem}")
+
+
+# --------------------------------------------------------------------------------------- model
+
+@dataclass
+class PluginSpec:
+    """One plugin of a tier: its name, the enable flags the file sets (unset = off), arguments."""
+    name: str
+    flags: dict[str, bool] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_option(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, **self.flags}
+        if self.arguments:
+            d["arguments"] = dict(self.arguments)
+        return d
+
+
+@dataclass
+class Expected:
+    """What Volcano's Go test asserts (uthelper CheckBind / CheckEvict / CheckPipelined)."""
+    binds: dict[str, str]
+    bind_count: int
+    evicted: list[str]
+    evict_count: int
+    # job id -> nodes every session-Pipelined task of that job must be on; None = not checked
+    pipelined: dict[str, list[str]] | None = None
+
+
+@dataclass
+class ClusterObjects:
+    nodes: list[dict] = field(default_factory=list)
+    queues: list[dict] = field(default_factory=list)
+    podgroups: list[dict] = field(default_factory=list)
+    pods: list[dict] = field(default_factory=list)
+    priority_classes: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Scenario:
+    path: str
+    name: str
+    kind: str
+    objects: ClusterObjects
+    actions: list[str]
+    action_arguments: dict[str, dict[str, Any]]
+    tiers: list[list[PluginSpec]]
+    expected: Expected | None
+    raw_expected: Any
+    notes: str = ""
+    source_test_name: str = ""
+    # the Go test registers only these plugin builders; a tier plugin not among them is skipped
+    # by OpenSession ("failed to get plugin"). None = every builder.
+    registered_builders: list[str] | None = None
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+class _Ctx:
+    """The file being read and a running resourceVersion for the objects built from it."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.rv = 0
+
+    def err(self, field_: str, problem: str) -> ScenarioError:
+        return ScenarioError(self.path, field_, problem)
+
+    def next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+
+def _typename(v: Any) -> str:
+    return "null" if v is None else {dict: "object", list: "list", str: "string", bool: "boolean",
+                                     int: "integer", float: "number"}.get(type(v), type(v).__name__)
+
+
+def _req(ctx: _Ctx, obj: dict, key: str, where: str) -> Any:
+    if key not in obj:
+        raise ctx.err(f"{where}.{key}" if where else key, "missing required field")
+    return obj[key]
+
+
+def _str(ctx: _Ctx, v: Any, where: str, *, allow_empty: bool = True, nullable: bool = False) -> str:
+    if v is None and nullable:
+        return ""
+    if not isinstance(v, str):
+        raise ctx.err(where, f"expected a string, got {_typename(v)}")
+    if not allow_empty and not v:
+        raise ctx.err(where, "must not be empty")
+    return v
+
+
+def _int(ctx: _Ctx, v: Any, where: str, *, minimum: int | None = None, nullable: bool = False) -> int | None:
+    if v is None and nullable:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise ctx.err(where, f"expected an integer, got {_typename(v)} {v!r}")
+    if minimum is not None and v < minimum:
+        raise ctx.err(where, f"must be >= {minimum}, got {v}")
+    return v
+
+
+def _bool(ctx: _Ctx, v: Any, where: str, *, nullable: bool = False) -> bool | None:
+    if v is None and nullable:
+        return None
+    if not isinstance(v, bool):
+        raise ctx.err(where, f"expected true or false, got {_typename(v)} {v!r}")
+    return v
+
+
+def _obj(ctx: _Ctx, v: Any, where: str, *, nullable: bool = False) -> dict | None:
+    if v is None and nullable:
+        return None
+    if not isinstance(v, dict):
+        raise ctx.err(where, f"expected an object, got {_typename(v)}")
+    return v
+
+
+def _list(ctx: _Ctx, v: Any, where: str, *, nullable: bool = False) -> list:
+    if v is None and nullable:
+        return []
+    if not isinstance(v, list):
+        raise ctx.err(where, f"expected a list, got {_typename(v)}")
+    return v
+
+
+def _str_map(ctx: _Ctx, v: Any, where: str) -> dict[str, str]:
+    m = _obj(ctx, v, where, nullable=True) or {}
+    for k, val in m.items():
+        if not isinstance(val, str):
+            raise ctx.err(f"{where}.{k}", f"expected a string value, got {_typename(val)}")
+    return dict(m)
+
+
+def _one_of(ctx: _Ctx, v: Any, where: str, allowed: tuple[str, ...]) -> str:
+    s = _str(ctx, v, where)
+    if s not in allowed:
+        raise ctx.err(where, f"unknown value {s!r}; expected one of {', '.join(allowed)}")
+    return s
+
+
+def scenario_amount(name: str, value: Any) -> int:
+    """A scenario quantity in plain units: a number is millicores for cpu and base units
+    otherwise; a string is a Kubernetes quantity ("2", "500m", "1Gi")."""
+    if isinstance(value, bool):
+        raise QuantityError(name, value, "a boolean is not a quantity")
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise QuantityError(name, value, "not a finite number")
+        if value < 0:
+            raise QuantityError(name, value, "negative quantity")
+        return int(math.ceil(value))
+    if isinstance(value, str):
+        return parse_quantity(name, value)
+    raise QuantityError(name, value, f"expected a number or a quantity string, not {_typename(value)}")
+
+
+def _resources(ctx: _Ctx, v: Any, where: str, *, nullable: bool = False) -> dict[str, str] | None:
+    """A resource map in plain units -> the normalised stored form ({"cpu": "1000m", ...})."""
+    if v is None and nullable:
+        return None
+    m = _obj(ctx, v, where)
+    out: dict[str, str] = {}
+    for name, value in m.items():
+        if not name:
+            raise ctx.err(where, "resource names must be non-empty")
+        try:
+            out[name] = format_quantity(name, scenario_amount(name, value))
+        except QuantityError as e:
+            raise ctx.err(f"{where}.{name}", f"{e.why} (got {value!r})") from None
+    return out
+
+
+def _unique(ctx: _Ctx, seen: set, key: Any, where: str, what: str) -> None:
+    if key in seen:
+        raise ctx.err(where, f"duplicate {what} {key!r}" if not isinstance(key, tuple)
+                      else f"duplicate {what} {'/'.join(key)!r}")
+    seen.add(key)
+
+
+# ----------------------------------------------------------------------------- object builders
+
+def node_object(ctx: _Ctx, spec: Any, where: str) -> dict:
+    spec = _obj(ctx, spec, where)
+    name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
+    alloc = _resources(ctx, _req(ctx, spec, "allocatable", where), f"{where}.allocatable")
+    cap = _resources(ctx, spec.get("capacity"), f"{where}.capacity", nullable=True)
+    labels = _str_map(ctx, spec.get("labels"), f"{where}.labels")
+    unsched = _bool(ctx, spec.get("unschedulable", False), f"{where}.unschedulable")
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": name, "resourceVersion": ctx.next_rv(),
+                     "creationTimestamp": ZERO_TIME, "labels": labels, "annotations": {}},
+        "spec": {"unschedulable": unsched},
+        "status": {"allocatable": alloc, "capacity": cap if cap is not None else dict(alloc),
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def queue_object(ctx: _Ctx, spec: Any, where: str) -> dict:
+    spec = _obj(ctx, spec, where)
+    name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
+    weight = _int(ctx, spec.get("weight", 1), f"{where}.weight", minimum=0)
+    guarantee = spec.get("guarantee")
+    if guarantee is not None:
+        g = _obj(ctx, guarantee, f"{where}.guarantee")
+        # accept both {"resource": {...}} (the API shape) and a bare resource map
+        if set(g) == {"resource"}:
+            guarantee = {"resource": _resources(ctx, g["resource"], f"{where}.guarantee.resource")}
+        else:
+            guarantee = {"resource": _resources(ctx, g, f"{where}.guarantee")}
+    state = spec.get("state") or "Open"
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name, "uid": name, "resourceVersion": ctx.next_rv(),
+                     "creationTimestamp": ZERO_TIME, "labels": {}, "annotations": {}},
+        "spec": {
+            "weight": weight,
+            "capability": _resources(ctx, spec.get("capability"), f"{where}.capability", nullable=True),
+            "deserved": _resources(ctx, spec.get("deserved"), f"{where}.deserved", nullable=True),
+            "guarantee": guarantee,
+            "reclaimable": _bool(ctx, spec.get("reclaimable"), f"{where}.reclaimable", nullable=True),
+            "priority": _int(ctx, spec.get("priority", 0) or 0, f"{where}.priority"),
+        },
+        "status": {"state": _one_of(ctx, state, f"{where}.state", QUEUE_STATES)},
+    }
+
+
+def podgroup_object(ctx: _Ctx, spec: Any, where: str) -> dict:
+    spec = _obj(ctx, spec, where)
+    name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
+    ns = _str(ctx, _req(ctx, spec, "namespace", where), f"{where}.namespace", allow_empty=False)
+    job_id = spec.get("job_id")
+    if job_id is not None and job_id != f"{ns}/{name}":
+        raise ctx.err(f"{where}.job_id", f"{job_id!r} does not match namespace/name {ns}/{name}")
+    mtm = _obj(ctx, spec.get("minTaskMember"), f"{where}.minTaskMember", nullable=True) or {}
+    for role, n in mtm.items():
+        _int(ctx, n, f"{where}.minTaskMember.{role}", minimum=0)
+    phase = spec.get("phase") or "Pending"
+    extra: dict[str, Any] = {}
+    if spec.get("networkTopology") is not None:
+        extra["networkTopology"] = _network_topology(ctx, spec["networkTopology"], f"{where}.networkTopology")
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, "uid": f"{ns}-{name}",
+                     "resourceVersion": ctx.next_rv(), "creationTimestamp": ZERO_TIME,
+                     "labels": {}, "annotations": {}},
+        "spec": {
+            "minMember": _int(ctx, spec.get("minMember", 0), f"{where}.minMember", minimum=0),
+            "minTaskMember": dict(mtm),
+            "queue": _str(ctx, _req(ctx, spec, "queue", where), f"{where}.queue", allow_empty=False),
+            "priorityClassName": _str(ctx, spec.get("priorityClassName"), f"{where}.priorityClassName",
+                                      nullable=True),
+            "minResources": _resources(ctx, spec.get("minResources"), f"{where}.minResources", nullable=True),
+            **extra,
+        },
+        "status": {"phase": _one_of(ctx, phase, f"{where}.phase", PG_PHASES), "conditions": [],
+                   "running": 0, "succeeded": 0, "failed": 0},
+    }
+
+
+def _network_topology(ctx: _Ctx, v: Any, where: str) -> dict:
+    """Volcano's PodGroup ``spec.networkTopology``: {mode: hard|soft, highestTierAllowed: N}
+    (read by the network-topology-aware plugin, seed 001)."""
+    nt = _obj(ctx, v, where)
+    for k in nt:
+        if k not in ("mode", "highestTierAllowed"):
+            raise ctx.err(f"{where}.{k}", "unknown field; expected mode and highestTierAllowed")
+    mode = _one_of(ctx, nt.get("mode", "hard"), f"{where}.mode", ("hard", "soft"))
+    tier = _int(ctx, nt.get("highestTierAllowed", 1), f"{where}.highestTierAllowed", minimum=1)
+    return {"mode": mode, "highestTierAllowed": tier}
+
+
+def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
+    spec = _obj(ctx, spec, where)
+    name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
+    ns = _str(ctx, _req(ctx, spec, "namespace", where), f"{where}.namespace", allow_empty=False)
+    key = spec.get("key")
+    if key is not None and key != f"{ns}/{name}":
+        raise ctx.err(f"{where}.key", f"{key!r} does not match namespace/name {ns}/{name}")
+    # a pod without a podgroup belongs to no job (the cache keeps it on its node only)
+    group = _str(ctx, spec.get("podgroup"), f"{where}.podgroup", nullable=True)
+    request = _resources(ctx, spec.get("request") or {}, f"{where}.request")
+    labels = _str_map(ctx, spec.get("labels"), f"{where}.labels")
+    annotations = _str_map(ctx, spec.get("annotations"), f"{where}.annotations")
+    if group:
+        annotations[GROUP_NAME_ANNOTATION] = group
+    # derived fields of the scenario format (§16.1) must agree with what they derive from
+    if "taskRole" in spec and spec["taskRole"] and "volcano.sh/task-spec" not in labels \
+            and "volcano.sh/task-spec" not in annotations:
+        annotations["volcano.sh/task-spec"] = _str(ctx, spec["taskRole"], f"{where}.taskRole")
+    deleting = _bool(ctx, spec.get("deletionTimestamp", False), f"{where}.deletionTimestamp", nullable=True)
+    policy = spec.get("preemptionPolicy")
+    policy = "PreemptLowerPriority" if policy is None else _one_of(
+        ctx, policy, f"{where}.preemptionPolicy", PREEMPTION_POLICIES)
+    meta = {"name": name, "namespace": ns, "uid": f"{ns}-{name}", "resourceVersion": ctx.next_rv(),
+            "creationTimestamp": ZERO_TIME, "labels": labels, "annotations": annotations}
+    if deleting:
+        meta["deletionTimestamp"] = DELETION_TIME
+        meta["deletionGracePeriodSeconds"] = 30
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeName": _str(ctx, spec.get("nodeName"), f"{where}.nodeName", nullable=True),
+            "priority": _int(ctx, spec.get("priority"), f"{where}.priority", nullable=True),
+            "priorityClassName": _str(ctx, spec.get("priorityClassName"), f"{where}.priorityClassName",
+                                      nullable=True),
+            "preemptionPolicy": policy,
+            "nodeSelector": _str_map(ctx, spec.get("nodeSelector"), f"{where}.nodeSelector"),
+            "containers": [{"name": "main", "resources": {"requests": request}}],
+            "initContainers": [],
+            "terminationGracePeriodSeconds": 30,
+        },
+        "status": {
+            "phase": _one_of(ctx, spec.get("phase") or "Pending", f"{where}.phase", POD_PHASES),
+            "nominatedNodeName": _str(ctx, spec.get("nominatedNodeName"), f"{where}.nominatedNodeName",
+                                      nullable=True),
+            "conditions": [],
+        },
+    }
+
+
+def priority_class_object(ctx: _Ctx, spec: Any, where: str) -> dict:
+    spec = _obj(ctx, spec, where)
+    name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
+    policy = spec.get("preemptionPolicy")
+    return {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": name, "resourceVersion": ctx.next_rv(),
+                     "creationTimestamp": ZERO_TIME, "labels": {}, "annotations": {}},
+        "value": _int(ctx, _req(ctx, spec, "value", where), f"{where}.value"),
+        "globalDefault": bool(_bool(ctx, spec.get("globalDefault", False), f"{where}.globalDefault")),
+        "preemptionPolicy": "PreemptLowerPriority" if policy is None else _one_of(
+            ctx, policy, f"{where}.preemptionPolicy", PREEMPTION_POLICIES),
+    }
+
+
+def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: Any = None,
+                  default_queue: str = "default", strict: bool = True) -> ClusterObjects:
+    """nodes / queues / podgroups / pods (and priority classes) of a scenario or a bug repro's
+    ``initial`` section, validated and cross-checked."""
+    p = f"{prefix}." if prefix else ""
+    out = ClusterObjects()
+    seen: set = set()
+    for i, n in enumerate(_list(ctx, _req(ctx, spec, "nodes", prefix), f"{p}nodes")):
+        o = node_object(ctx, n, f"{p}nodes[{i}]")
+        _unique(ctx, seen, ("node", o["metadata"]["name"]), f"{p}nodes[{i}].name", "node")
+        out.nodes.append(o)
+    for i, q in enumerate(_list(ctx, spec.get("queues"), f"{p}queues", nullable=True)):
+        o = queue_object(ctx, q, f"{p}queues[{i}]")
+        _unique(ctx, seen, ("queue", o["metadata"]["name"]), f"{p}queues[{i}].name", "queue")
+        out.queues.append(o)
+    pcs = spec.get("priority_classes") if priority_classes is None else priority_classes
+    for i, pc in enumerate(_list(ctx, pcs, f"{p}priority_classes" if priority_classes is None
+                                 else "priority_classes", nullable=True)):
+        o = priority_class_object(ctx, pc, f"{p}priority_classes[{i}]" if priority_classes is None
+                                  else f"priority_classes[{i}]")
+        _unique(ctx, seen, ("pc", o["metadata"]["name"]), f"priority_classes[{i}].name", "priority class")
+        out.priority_classes.append(o)
+    queue_names = {q["metadata"]["name"] for q in out.queues}
+    for i, g in enumerate(_list(ctx, spec.get("podgroups"), f"{p}podgroups", nullable=True)):
+        o = podgroup_object(ctx, g, f"{p}podgroups[{i}]")
+        m = o["metadata"]
+        _unique(ctx, seen, ("pg", m["namespace"], m["name"]), f"{p}podgroups[{i}].name", "podgroup")
+        q = o["spec"]["queue"]
+        # the default queue exists in every cluster (Volcano's controller creates it)
+        if strict and q not in queue_names and q != default_queue:
+            raise ctx.err(f"{p}podgroups[{i}].queue", f"unknown queue {q!r}; queues: "
+                          f"{', '.join(sorted(queue_names)) or '(none)'}")
+        out.podgroups.append(o)
+    node_names = {n["metadata"]["name"] for n in out.nodes}
+    groups = {(g["metadata"]["namespace"], g["metadata"]["name"]) for g in out.podgroups}
+    for i, pod in enumerate(_list(ctx, _req(ctx, spec, "pods", prefix), f"{p}pods")):
+        o = pod_object(ctx, pod, f"{p}pods[{i}]")
+        m = o["metadata"]
+        _unique(ctx, seen, ("pod", m["namespace"], m["name"]), f"{p}pods[{i}].name", "pod")
+        group = m["annotations"].get(GROUP_NAME_ANNOTATION)
+        if strict and group and (m["namespace"], group) not in groups:
+            raise ctx.err(f"{p}pods[{i}].podgroup", f"unknown podgroup {m['namespace']}/{group}")
+        for fld, val in (("nodeName", o["spec"]["nodeName"]), ("nominatedNodeName", o["status"]["nominatedNodeName"])):
+            if strict and val and val not in node_names:
+                raise ctx.err(f"{p}pods[{i}].{fld}", f"unknown node {val!r}")
+        out.pods.append(o)
+    return out
+
+
+def parse_tiers(ctx: _Ctx, tiers: Any, where: str) -> list[list[PluginSpec]]:
+    out: list[list[PluginSpec]] = []
+    for ti, tier in enumerate(_list(ctx, tiers, where)):
+        # also accept the YAML shape {"plugins": [...]}
+        if isinstance(tier, dict) and "plugins" in tier:
+            tier = tier["plugins"]
+        plugins: list[PluginSpec] = []
+        for pi, opt in enumerate(_list(ctx, tier, f"{where}[{ti}]")):
+            w = f"{where}[{ti}][{pi}]"
+            opt = _obj(ctx, opt, w)
+            name = _str(ctx, _req(ctx, opt, "name", w), f"{w}.name", allow_empty=False)
+            if name not in KNOWN_PLUGINS:
+                raise ctx.err(f"{w}.name", f"unknown plugin {name!r}; known: {', '.join(KNOWN_PLUGINS)}")
+            flags: dict[str, bool] = {}
+            args: dict[str, Any] = {}
+            for k, v in opt.items():
+                if k == "name":
+                    continue
+                if k == "arguments":
+                    args = dict(_obj(ctx, v, f"{w}.arguments", nullable=True) or {})
+                    continue
+                canon = PLUGIN_FLAGS.get(k)
+                if canon is None:
+                    raise ctx.err(f"{w}.{k}", f"unknown plugin option {k!r} for plugin {name!r}")
+                b = _bool(ctx, v, f"{w}.{k}", nullable=True)
+                if b is not None:  # null = unset = off
+                    flags[canon] = b
+            plugins.append(PluginSpec(name=name, flags=flags, arguments=args))
+        out.append(plugins)
+    return out
+
+
+def parse_actions(ctx: _Ctx, actions: Any, where: str) -> list[str]:
+    out = []
+    for i, a in enumerate(_list(ctx, actions, where)):
+        a = _str(ctx, a, f"{where}[{i}]", allow_empty=False)
+        if a not in KNOWN_ACTIONS:
+            raise ctx.err(f"{where}[{i}]", f"unknown action {a!r}; known: {', '.join(KNOWN_ACTIONS)}")
+        out.append(a)
+    if not out:
+        raise ctx.err(where, "at least one action is needed")
+    return out
+
+
+def _parse_expected(ctx: _Ctx, raw: Any) -> Expected:
+    e = _obj(ctx, raw, "expected")
+    binds_raw = _obj(ctx, e.get("binds") or {}, "expected.binds")
+    binds = {k: _str(ctx, v, f"expected.binds.{k}", allow_empty=False) for k, v in binds_raw.items()}
+    evicted = [_str(ctx, v, f"expected.evicted[{i}]", allow_empty=False)
+               for i, v in enumerate(_list(ctx, e.get("evicted"), "expected.evicted", nullable=True))]
+    bind_count = _int(ctx, e.get("bind_count", len(binds)), "expected.bind_count", minimum=0)
+    evict_count = _int(ctx, e.get("evict_count", len(evicted)), "expected.evict_count", minimum=0)
+    # uthelper refuses these as "invalid setting" too
+    if bind_count != len(binds):
+        raise ctx.err("expected.bind_count", f"{bind_count} does not match the {len(binds)} entries of expected.binds")
+    if evict_count != len(evicted):
+        raise ctx.err("expected.evict_count", f"{evict_count} does not match the {len(evicted)} entries of expected.evicted")
+    pipelined = None
+    if e.get("pipelined") is not None:
+        pm = _obj(ctx, e["pipelined"], "expected.pipelined")
+        pipelined = {}
+        for job, nodes in pm.items():
+            if isinstance(nodes, str):
+                nodes = [nodes]
+            pipelined[job] = [_str(ctx, n, f"expected.pipelined.{job}[{i}]", allow_empty=False)
+                              for i, n in enumerate(_list(ctx, nodes, f"expected.pipelined.{job}"))]
+    return Expected(binds=binds, bind_count=bind_count, evicted=evicted, evict_count=evict_count,
+                    pipelined=pipelined)
+
+
+# ----------------------------------------------------------------------------------- entry points
+
+def load_json(path: str | Path) -> Any:
+    p = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(p, "", "no such file") from None
+    except IsADirectoryError:
+        raise ScenarioError(p, "", "is a directory") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(p, "", f"cannot read: {e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScenarioError(p, f"line {e.lineno} column {e.colno}", f"malformed JSON: {e.msg}") from None
+
+
+def load_scenario(path: str | Path, data: Any = None) -> Scenario:
+    """Read and validate one scenario file (either kind)."""
+    p = str(path)
+    ctx = _Ctx(p)
+    d = load_json(path) if data is None else data
+    if not isinstance(d, dict):
+        raise ctx.err("", f"a scenario file holds one JSON object, got {_typename(d)}")
+    name = _str(ctx, _req(ctx, d, "name", ""), "name", allow_empty=False)
+    kind = _one_of(ctx, d.get("kind", "action"), "kind", KNOWN_KINDS)
+    # unit scenarios (NodeInfo / cache cases) may name objects their prose steps create
+    objects = build_objects(ctx, d, strict=(kind == "action"))
+    plugins = _obj(ctx, d.get("plugins") or {}, "plugins")
+    if kind == "unit":
+        # unit scenarios describe steps in prose; only their cluster is structural
+        return Scenario(path=p, name=name, kind=kind, objects=objects,
+                        actions=[a for a in d.get("actions") or [] if isinstance(a, str)],
+                        action_arguments={}, tiers=[], expected=None,
+                        raw_expected=d.get("expected"), notes=str(d.get("notes") or ""),
+                        source_test_name=str(d.get("source_test_name") or ""))
+    actions = parse_actions(ctx, _req(ctx, d, "actions", ""), "actions")
+    tiers = parse_tiers(ctx, _req(ctx, plugins, "tiers", "plugins"), "plugins.tiers")
+    aa = _obj(ctx, d.get("action_arguments"), "action_arguments", nullable=True) or {}
+    for k, v in aa.items():
+        if k not in KNOWN_ACTIONS:
+            raise ctx.err(f"action_arguments.{k}", f"unknown action {k!r}; known: {', '.join(KNOWN_ACTIONS)}")
+        _obj(ctx, v, f"action_arguments.{k}")
+    expected = _parse_expected(ctx, d["expected"]) if d.get("expected") is not None else None
+    registered = None
+    if plugins.get("registered_builders") is not None:
+        registered = []
+        for i, n in enumerate(_list(ctx, plugins["registered_builders"], "plugins.registered_builders")):
+            n = _str(ctx, n, f"plugins.registered_builders[{i}]", allow_empty=False)
+            if n not in KNOWN_PLUGINS:
+                raise ctx.err(f"plugins.registered_builders[{i}]",
+                              f"unknown plugin {n!r}; known: {', '.join(KNOWN_PLUGINS)}")
+            registered.append(n)
+    return Scenario(path=p, name=name, kind=kind, objects=objects, actions=actions,
+                    action_arguments={k: dict(v) for k, v in aa.items()}, tiers=tiers,
+                    expected=expected, raw_expected=d.get("expected"),
+                    notes=str(d.get("notes") or ""), source_test_name=str(d.get("source_test_name") or ""),
+                    registered_builders=registered)
+
+
+def expand_paths(paths: list[str]) -> list[str]:
+    """Files as given; a directory stands for its *.json files, sorted."""
+    out: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(str(f) for f in p.glob("*.json"))
+            if not files:
+                raise ScenarioError(raw, "", "directory holds no *.json scenario files")
+            out.extend(files)
+        elif not p.exists():
+            raise ScenarioError(raw, "", "no such file or directory")
+        else:
+            out.append(raw)
+    return out
+
+
+def new_context(path: str) -> _Ctx:
+    """A validation context for callers that build objects from their own files (bug repros)."""
+    return _Ctx(path)

@@ -1,0 +1,380 @@
+"""allocate (``actions/allocate/allocate.go``, v1.14.0, with PR #5045 / #5663 behind switches).
+
+v1.14.0 (all switches off):
+
+* Context: every job that is not Pending (Pending PodGroups become Inqueue in the session when
+  ``enqueue`` is not configured), is JobValid, has a queue; its **Pending**, non-gated,
+  non-BestEffort tasks in TaskOrder. Queues by QueueOrder, jobs by JobOrder.
+* Loop: pop a queue (dropped for the action if Overused), pop its best job, place tasks with a new
+  statement. ``JobReady`` → commit (push the job back if tasks remain); otherwise the statement is
+  **left alone** (neither committed nor discarded, BR3); the queue goes back.
+* Per task: Allocatable, role fit errors, PrePredicate (break), nominated-node fast path
+  (``pod.status.nominatedNodeName`` when it fits FutureIdle), else all nodes; resource check is
+  ``InitResreq ≤ FutureIdle``; nodes grouped Idle-fit first, FutureIdle-fit second; Idle fit →
+  Allocate, else FutureIdle fit → Pipeline. Stop as soon as the job is ready.
+
+Switches (``ssn.switches``):
+
+* ``futureidle_unpipeline`` — PR #5045 as coded: the ``unpipelineOverflowedPipelinedTasks`` pre-pass
+  (nodes in shuffled order; on a node whose Pipelined > Idle + Releasing, un-pipeline the lowest-
+  priority Pipelined tasks through ``ssn.un_pipeline`` — session and cache at once, S7 — and
+  ``denominateJob`` a job left starving). (The design document's fast-path un-pipeline was
+  deleted at the PR head; this switch models what the code does.)
+* ``pipelined_first`` — two contexts, JobPipelined jobs first (S5); worksheets hold Pipelined and
+  Pending tasks, Pipelined first; the fast path is taken only for a Pipelined task with a
+  nomination (``task.nominated_node_name``); a failed Pipeline is rolled back with UnPipeline.
+* ``three_way_commit`` — JobReady → commit; JobPipelined → commit (binds part of a gang, S2);
+  otherwise discard.
+* ``commit_pipelined_only`` — PR #5663: the JobPipelined branch keeps only Pipeline ops
+  (``Statement.commit_pipelined``); implies the three-way resolution.
+* ``self_exclusion`` — every FutureIdle check for a task Pipelined on that very node adds its own
+  reservation back (the S1 fix used by ``pr5045-fixed``).
+* ``sync_nominated_node`` — the fast path reads ``task.nominated_node_name`` (transaction context)
+  instead of ``pod.status.nominatedNodeName``.
+
+Deviations: hypernodes / network topology and sub-group policies are not modelled (every job uses
+the default sub-job over all nodes); no sharding; random node tie-breaks use ``ssn.rng``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ha.scheduler.api import TaskStatus, ZERO
+from ha.scheduler.api.types import Status, StatusCode, FitError, FitErrors, wrap_insufficient_resource_reason
+from ha.scheduler.framework.statement import Statement, StatementError
+from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes,
+                                         select_best_node_and_score)
+
+log = logging.getLogger(__name__)
+
+ENABLE_PREDICATE_ERR_CACHE_KEY = "predicateErrorCacheEnable"
+
+
+def _sw(ssn: Any, name: str) -> bool:
+    return bool(getattr(ssn.switches, name, False))
+
+
+def future_idle_for(ssn: Any, task: Any, node: Any):
+    """``node.future_idle()``; with ``self_exclusion`` a task Pipelined on this node does not
+    compete with its own reservation."""
+    fi = node.future_idle()
+    if (_sw(ssn, "self_exclusion") and task.status == TaskStatus.PIPELINED and task.node_name == node.name):
+        stored = node.tasks.get(task.pod_key)
+        if stored is not None and stored.status == TaskStatus.PIPELINED:
+            fi.add(stored.resreq)
+    return fi
+
+
+class _AllocateContext:
+    def __init__(self, ssn: Any):
+        self.queues = PriorityQueue(ssn.queue_order_fn)
+        self.jobs_by_queue: dict[Any, PriorityQueue] = {}
+        self.tasks: dict[Any, PriorityQueue] = {}
+
+    def add(self, ssn: Any, job: Any, tasks: PriorityQueue) -> None:
+        if job.queue not in self.jobs_by_queue:
+            self.jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order_fn)
+            self.queues.push(ssn.queues[job.queue])
+        self.jobs_by_queue[job.queue].push(job)
+        self.tasks[job.uid] = tasks
+
+
+class AllocateAction:
+    def __init__(self) -> None:
+        self.ssn: Any = None
+        self.enable_predicate_error_cache = True
+        self.ph: PredicateHelper | None = None
+        self.fastpath: Any = None  # framework/fastpath.py, decided once per session
+
+    def name(self) -> str:
+        return "allocate"
+
+    def initialize(self) -> None:
+        pass
+
+    def uninitialize(self) -> None:
+        pass
+
+    def parse_arguments(self, ssn: Any) -> None:
+        args = ssn.conf.action_arguments(self.name())
+        self.enable_predicate_error_cache = args.get_bool(ENABLE_PREDICATE_ERR_CACHE_KEY, True)
+
+    # ------------------------------------------------------------------------------------------
+    def execute(self, ssn: Any) -> None:
+        self.parse_arguments(ssn)
+        self.ssn = ssn
+        from ha.scheduler.framework import fastpath
+        self.fastpath = fastpath.for_session(ssn)
+        if _sw(ssn, "futureidle_unpipeline"):
+            self.unpipeline_overflowed_pipelined_tasks()
+        actx, pipeline_actx = self.build_allocate_context()
+        if _sw(ssn, "pipelined_first"):
+            self.allocate_resources(pipeline_actx)
+        self.allocate_resources(actx)
+
+    # -- PR #5045 pre-pass ----------------------------------------------------------------------
+    def unpipeline_overflowed_pipelined_tasks(self) -> None:
+        ssn = self.ssn
+        nodes = list(ssn.node_list)
+        ssn.rng.shuffle(nodes)
+        for node in nodes:
+            if node is None or not node.has_pipelined_overflow():
+                continue
+            name = node.name
+            q = PriorityQueue(lambda l, r: not ssn.task_order_fn(l, r))
+            for nt in node.tasks.values():
+                if nt.status != TaskStatus.PIPELINED:
+                    continue
+                job = ssn.jobs.get(nt.job)
+                if job is None:
+                    continue
+                task = job.tasks.get(nt.uid)
+                if task is None:
+                    continue
+                q.push(task)
+            while not q.empty():
+                task = q.pop()
+                if task.status != TaskStatus.PIPELINED or task.node_name != name:
+                    continue
+                cur = ssn.nodes.get(name)
+                if cur is None or not cur.has_pipelined_overflow():
+                    break
+                try:
+                    ssn.un_pipeline(task)
+                except Exception as e:  # noqa: BLE001 - Volcano logs and goes on
+                    ssn.record_error(f"failed to unpipeline task {task.pod_key} from {name}: {e}")
+                    continue
+                job = ssn.jobs.get(task.job)
+                if job is not None and ssn.job_starving(job):
+                    self.denominate_job(job)
+
+    def denominate_job(self, job: Any) -> None:
+        ssn = self.ssn
+        for task in list((job.task_status_index.get(TaskStatus.PIPELINED) or {}).values()):
+            if task.status != TaskStatus.PIPELINED:
+                continue
+            try:
+                ssn.un_pipeline(task)
+            except Exception as e:  # noqa: BLE001
+                ssn.record_error(f"failed to denominate task {task.pod_key}: {e}")
+
+    # -- context --------------------------------------------------------------------------------
+    def build_allocate_context(self) -> tuple[_AllocateContext, _AllocateContext]:
+        ssn = self.ssn
+        actx = _AllocateContext(ssn)
+        pipeline_actx = _AllocateContext(ssn)
+        pipelined_first = _sw(ssn, "pipelined_first")
+        for job in list(ssn.jobs.values()):
+            if job.is_pending():
+                if ssn.enabled_action_map.get("enqueue"):
+                    continue
+                # No enqueue action: Pending PodGroups become Inqueue (session only).
+                job.pod_group.setdefault("status", {})["phase"] = "Inqueue"
+            vr = ssn.job_valid(job)
+            if vr is not None and not vr.passed:
+                continue
+            if job.queue not in ssn.queues:
+                continue
+            tasks = self.organize_job_worksheet(job)
+            if tasks.empty():
+                continue
+            if pipelined_first and ssn.job_pipelined(job):
+                pipeline_actx.add(ssn, job, tasks)
+            else:
+                actx.add(ssn, job, tasks)
+        return actx, pipeline_actx
+
+    def organize_job_worksheet(self, job: Any) -> PriorityQueue:
+        ssn = self.ssn
+        if _sw(ssn, "pipelined_first"):
+            def less(l: Any, r: Any) -> bool:
+                if l.status != r.status:
+                    return l.status == TaskStatus.PIPELINED
+                return ssn.task_order_fn(l, r)
+            statuses = (TaskStatus.PIPELINED, TaskStatus.PENDING)
+        else:
+            less = ssn.task_order_fn
+            statuses = (TaskStatus.PENDING,)
+        q = PriorityQueue(less)
+        for st in statuses:
+            for task in (job.task_status_index.get(st) or {}).values():
+                if task.sch_gated:
+                    continue
+                if task.resreq.is_empty():  # BestEffort: left to backfill
+                    continue
+                q.push(task)
+        return q
+
+    # -- main loop ------------------------------------------------------------------------------
+    def allocate_resources(self, actx: _AllocateContext) -> None:
+        ssn = self.ssn
+        resolve = _sw(ssn, "three_way_commit") or _sw(ssn, "commit_pipelined_only")
+        queues = actx.queues
+        while not queues.empty():
+            queue = queues.pop()
+            if ssn.overused(queue):
+                continue
+            jobs = actx.jobs_by_queue.get(queue.uid)
+            if jobs is None or jobs.empty():
+                continue
+            job = jobs.pop()
+            tasks = actx.tasks.get(job.uid)
+            if tasks is not None:
+                stmt = self.allocate_resources_for_tasks(job, tasks)
+                if stmt is not None:
+                    if ssn.job_ready(job):
+                        stmt.commit()
+                        if len(tasks) > 0:
+                            jobs.push(job)
+                    elif resolve:
+                        if ssn.job_pipelined(job):
+                            if _sw(ssn, "commit_pipelined_only"):
+                                stmt.commit_pipelined()
+                            else:
+                                stmt.commit()
+                        else:
+                            stmt.discard()
+                    # v1.14.0: a pipelined job's statement is kept as is (BR3).
+            queues.push(queue)
+
+    def _nominated_node(self, task: Any) -> str:
+        ssn = self.ssn
+        if _sw(ssn, "pipelined_first"):
+            # PR #5045: only a Pipelined task with a (transaction-context) nomination.
+            if task.status != TaskStatus.PIPELINED:
+                return ""
+            return task.nominated_node_name or ""
+        if _sw(ssn, "sync_nominated_node"):
+            return task.nominated_node_name or ""
+        return ((task.pod.get("status") or {}).get("nominatedNodeName") or "")
+
+    def allocate_resources_for_tasks(self, job: Any, tasks: PriorityQueue,
+                                     nodes: list[Any] | None = None) -> Statement | None:
+        ssn = self.ssn
+        if nodes is None:
+            # --- seed 001 hook (gang_path.py): a job a GangSearchSpaceFn constrains is placed
+            # within one of its domains; ``nodes`` restricts this call to one domain. ---
+            if getattr(ssn, "gang_search_space_fns", None):
+                from ha.scheduler.actions.gang_path import NOT_HANDLED, allocate_in_domains
+                res = allocate_in_domains(self, job, tasks)
+                if res is not NOT_HANDLED:
+                    return res
+            nodes = ssn.node_list
+        queue = ssn.queues[job.queue]
+        if not nodes:
+            return None
+        stmt = ssn.statement()
+        ph = PredicateHelper(ssn.cache)
+        while not tasks.empty():
+            task = tasks.pop()
+            if not ssn.allocatable(queue, task):
+                continue
+            if job.task_has_fit_errors(task):
+                fe = FitErrors()
+                fe.set_error(f"Task {task.name} with role spec {task.task_role} has already predicated failed, skip")
+                job.nodes_fit_errors[task.uid] = fe
+                continue
+            err = ssn.pre_predicate_fn(task)
+            if err is not None:
+                fe = FitErrors()
+                for n in nodes:
+                    fe.set_node_error(n.name, err)
+                job.nodes_fit_errors[task.uid] = fe
+                break
+
+            predicate_nodes: list[Any] = []
+            fit_errors: FitErrors | None = None
+            nominated = self._nominated_node(task)
+            if nominated:
+                nn = ssn.nodes.get(nominated)
+                if nodes is not ssn.node_list and nn is not None and nn not in nodes:
+                    nn = None  # seed 001: the nomination lies outside this call's domain
+                if nn is not None and task.init_resreq.less_equal(future_idle_for(ssn, task, nn), ZERO):
+                    predicate_nodes, fit_errors = ph.predicate_nodes(task, [nn], self.predicate,
+                                                                     self.enable_predicate_error_cache)
+            fast_sel = None
+            if not predicate_nodes:
+                if self.fastpath is not None and nodes is ssn.node_list:
+                    # vectorised scan with the same result; empty: the scalar scan below
+                    # produces the exact FitErrors
+                    fast_sel = self.fastpath.predicate_nodes(task, ph, self.enable_predicate_error_cache)
+                    if fast_sel is not None and len(fast_sel) == 0:
+                        fast_sel = None
+                if fast_sel is None:
+                    predicate_nodes, fit_errors = ph.predicate_nodes(task, nodes, self.predicate,
+                                                                     self.enable_predicate_error_cache)
+            if fast_sel is None and not predicate_nodes:
+                job.nodes_fit_errors[task.uid] = fit_errors
+                if job.need_continue_allocating():
+                    continue
+                break
+
+            if fast_sel is not None:
+                best = self.fastpath.prioritize_nodes(task, fast_sel)
+            else:
+                best = self.prioritize_nodes(task, predicate_nodes)
+            if best is None:
+                continue
+            self.allocate_resources_for_task(stmt, task, best)
+            if ssn.job_ready(job):
+                break
+
+        if ssn.job_ready(job):
+            return stmt
+        if ssn.job_pipelined(job):
+            return stmt
+        stmt.discard()
+        return None
+
+    def prioritize_nodes(self, task: Any, predicate_nodes: list[Any]) -> Any:
+        ssn = self.ssn
+        idle_nodes = []
+        future_nodes = []
+        for n in predicate_nodes:
+            if task.init_resreq.less_equal(n.idle, ZERO):
+                idle_nodes.append(n)
+            elif task.init_resreq.less_equal(future_idle_for(ssn, task, n), ZERO):
+                future_nodes.append(n)
+        for group in (idle_nodes, future_nodes):
+            if not group:
+                continue
+            if len(group) == 1:
+                return group[0]
+            scores = prioritize_nodes(task, group, ssn.batch_node_order_fn, ssn.node_order_map_fn,
+                                      ssn.node_order_reduce_fn)
+            best = ssn.best_node_fn(task, scores)
+            if best is None:
+                best, _ = select_best_node_and_score(scores, ssn.rng)
+            if best is not None:
+                return best
+        return None
+
+    def allocate_resources_for_task(self, stmt: Statement, task: Any, node: Any) -> None:
+        ssn = self.ssn
+        if task.init_resreq.less_equal(node.idle, ZERO):
+            try:
+                stmt.allocate(task, node)
+            except StatementError as e:
+                ssn.record_error(f"failed to allocate task {task.pod_key} on {node.name}: {e}")
+                stmt.un_allocate(task)
+            return
+        if task.init_resreq.less_equal(future_idle_for(ssn, task, node), ZERO):
+            try:
+                stmt.pipeline(task, node.name, False)
+            except StatementError as e:
+                ssn.record_error(f"failed to pipeline task {task.pod_key} on {node.name}: {e}")
+                if _sw(ssn, "pipelined_first") or _sw(ssn, "cache_pipeline"):
+                    # PR #5045 rolls the failed Pipeline back; v1.14.0 only logs (partial state).
+                    stmt.un_pipeline(task)
+
+    def predicate(self, task: Any, node: Any) -> Any:
+        ok, names = task.init_resreq.less_equal_with_resources_name(future_idle_for(self.ssn, task, node), ZERO)
+        if not ok:
+            return FitError.with_status(task, node, Status(StatusCode.UNSCHEDULABLE,
+                                                           wrap_insufficient_resource_reason(names)))
+        return self.ssn.predicate_for_allocate_action(task, node)
+
+
+def new() -> AllocateAction:
+    return AllocateAction()

@@ -1,0 +1,410 @@
+"""JobInfo (``api/job_info.go`` :320-1200): a PodGroup and its tasks, with Volcano's counters."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .helpers import JDB_MAX_UNAVAILABLE, JDB_MIN_AVAILABLE, PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY
+from .resource import ZERO, Resource
+from .task_info import TaskInfo, _parse_bool
+from .types import (POD_REASON_SCHEDULABLE, POD_REASON_UNSCHEDULABLE, FitErrors, TaskStatus)
+
+__all__ = ["JobInfo", "DisruptionBudget", "copy_object", "PodGroupPhase", "new_job_info"]
+
+log = logging.getLogger(__name__)
+
+_S = TaskStatus
+PENDING, ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, SUCCEEDED = (
+    _S.PENDING, _S.ALLOCATED, _S.PIPELINED, _S.BINDING, _S.BOUND, _S.RUNNING, _S.SUCCEEDED)
+_ALLOCATED = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
+_EMPTY: dict = {}
+
+
+class PodGroupPhase:
+    PENDING = "Pending"
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"
+    INQUEUE = "Inqueue"
+    COMPLETED = "Completed"
+
+
+# PodGroup condition types / reasons the job updater writes (scheduling/v1beta1)
+POD_GROUP_READY = "pod group is ready"
+POD_GROUP_NOT_READY = "pod group is not ready"
+
+
+def copy_object(o: Any) -> Any:
+    """Deep copy of a msgpack-shaped object (dicts, lists, scalars) — much faster than deepcopy."""
+    if isinstance(o, dict):
+        return {k: copy_object(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [copy_object(v) for v in o]
+    return o
+
+
+@dataclass
+class DisruptionBudget:
+    min_available: str = ""
+    max_unavailable: str = ""
+
+    def clone(self) -> "DisruptionBudget":
+        return DisruptionBudget(self.min_available, self.max_unavailable)
+
+
+class JobInfo:
+    """Volcano's JobInfo. ``pod_group`` is the PodGroup dict (docs/object-shapes.md) or None."""
+
+    __slots__ = (
+        "uid", "pg_uid", "name", "namespace", "queue", "priority", "min_available", "waiting_time",
+        "job_fit_errors", "nodes_fit_errors", "task_status_index", "tasks", "task_min_available",
+        "task_min_available_total", "allocated", "total_request", "creation_timestamp", "pod_group",
+        "schedule_start_timestamp", "preemptable", "revocable_zone", "budget", "allocated_hyper_node",
+        "__weakref__",
+    )
+
+    def __init__(self, uid: str, *tasks: TaskInfo):
+        self.uid = uid
+        self.pg_uid = ""
+        self.name = ""
+        self.namespace = ""
+        self.queue = ""
+        self.priority = 0
+        self.min_available = 0
+        self.waiting_time: float | None = None
+        self.job_fit_errors = ""
+        self.nodes_fit_errors: dict[str, FitErrors] = {}
+        self.task_status_index: dict[TaskStatus, dict[str, TaskInfo]] = {}
+        self.tasks: dict[str, TaskInfo] = {}
+        self.task_min_available: dict[str, int] = {}
+        self.task_min_available_total = 0
+        self.allocated = Resource()
+        self.total_request = Resource()
+        self.creation_timestamp = 0.0
+        self.pod_group: dict | None = None
+        self.schedule_start_timestamp = 0.0
+        self.preemptable = False
+        self.revocable_zone = ""
+        self.budget = DisruptionBudget()
+        self.allocated_hyper_node = ""
+        for t in tasks:
+            self.add_task_info(t)
+
+    # ---- PodGroup -----------------------------------------------------------------------------
+    def set_pod_group(self, pg: dict) -> None:
+        md = pg.get("metadata") or _EMPTY
+        spec = pg.get("spec") or _EMPTY
+        self.name = md.get("name", "")
+        self.namespace = md.get("namespace", "")
+        self.min_available = int(spec.get("minMember") or 0)
+        self.queue = spec.get("queue") or ""
+        self.creation_timestamp = float(md.get("creationTimestamp") or 0.0)
+        self.preemptable = self._extract_preemptable(md)
+        self.revocable_zone = self._extract_revocable_zone(md)
+        self.budget = self._extract_budget(md)
+        self.parse_min_member_info(pg)
+        self.pg_uid = md.get("uid", "")
+        self.pod_group = pg
+
+    def unset_pod_group(self) -> None:
+        self.pod_group = None
+
+    @staticmethod
+    def _extract_preemptable(md: dict) -> bool:
+        for src in (md.get("annotations"), md.get("labels")):
+            if src and PREEMPTABLE_KEY in src:
+                b = _parse_bool(str(src[PREEMPTABLE_KEY]))
+                return bool(b)
+        return False
+
+    @staticmethod
+    def _extract_revocable_zone(md: dict) -> str:
+        ann = md.get("annotations") or _EMPTY
+        if REVOCABLE_ZONE_KEY in ann:
+            return "*" if ann[REVOCABLE_ZONE_KEY] == "*" else ""
+        if PREEMPTABLE_KEY in ann and _parse_bool(str(ann[PREEMPTABLE_KEY])):
+            return "*"
+        return ""
+
+    @staticmethod
+    def _extract_budget(md: dict) -> DisruptionBudget:
+        ann = md.get("annotations") or _EMPTY
+        if JDB_MIN_AVAILABLE in ann:
+            return DisruptionBudget(ann[JDB_MIN_AVAILABLE], "")
+        if JDB_MAX_UNAVAILABLE in ann:
+            return DisruptionBudget("", ann[JDB_MAX_UNAVAILABLE])
+        return DisruptionBudget()
+
+    def parse_min_member_info(self, pg: dict) -> None:
+        mtm = (pg.get("spec") or _EMPTY).get("minTaskMember") or {}
+        self.task_min_available = {k: int(v) for k, v in mtm.items()}
+        self.task_min_available_total = sum(self.task_min_available.values())
+
+    @property
+    def pod_group_phase(self) -> str:
+        if self.pod_group is None:
+            return ""
+        return (self.pod_group.get("status") or _EMPTY).get("phase") or ""
+
+    def get_min_resources(self) -> Resource:
+        if self.pod_group is None:
+            return Resource()
+        mr = (self.pod_group.get("spec") or _EMPTY).get("minResources")
+        return Resource.from_quantities(mr) if mr else Resource()
+
+    def get_elastic_resources(self) -> Resource:
+        if self.allocated is None:
+            return Resource()
+        inc, _ = self.allocated.diff(self.get_min_resources(), ZERO)
+        return inc
+
+    # ---- tasks --------------------------------------------------------------------------------
+    def add_task_info(self, ti: TaskInfo) -> None:
+        self.tasks[ti.uid] = ti
+        idx = self.task_status_index.get(ti.status)
+        if idx is None:
+            idx = self.task_status_index[ti.status] = {}
+        idx[ti.uid] = ti
+        self.total_request.add(ti.resreq)
+        if ti.status in _ALLOCATED:
+            self.allocated.add(ti.resreq)
+
+    def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Delete the stored task (if any), set the status, re-add the *given* object."""
+        if task.uid in self.tasks:
+            self.delete_task_info(task)
+        task.status = status
+        self.add_task_info(task)
+
+    def delete_task_info(self, ti: TaskInfo) -> None:
+        task = self.tasks.get(ti.uid)
+        if task is None:
+            log.debug("failed to find task <%s/%s> in job <%s/%s>", ti.namespace, ti.name,
+                      self.namespace, self.name)
+            return
+        self.total_request.sub(task.resreq)
+        if task.status in _ALLOCATED:
+            self.allocated.sub(task.resreq)
+        del self.tasks[task.uid]
+        idx = self.task_status_index.get(task.status)
+        if idx is not None:
+            idx.pop(task.uid, None)
+            if not idx:
+                del self.task_status_index[task.status]
+
+    def clone(self) -> "JobInfo":
+        """Deep copy; every task cloned (Volcano's TaskInfo.Clone); NodesFitErrors starts empty."""
+        info = JobInfo.__new__(JobInfo)
+        info.uid = self.uid
+        info.pg_uid = self.pg_uid
+        info.name = self.name
+        info.namespace = self.namespace
+        info.queue = self.queue
+        info.priority = self.priority
+        info.min_available = self.min_available
+        info.waiting_time = self.waiting_time
+        info.job_fit_errors = self.job_fit_errors
+        info.nodes_fit_errors = {}
+        info.task_status_index = {}
+        info.tasks = {}
+        info.task_min_available = dict(self.task_min_available)
+        info.task_min_available_total = self.task_min_available_total
+        info.allocated = Resource()
+        info.total_request = Resource()
+        info.creation_timestamp = self.creation_timestamp
+        info.pod_group = copy_object(self.pod_group) if self.pod_group is not None else None
+        info.schedule_start_timestamp = self.schedule_start_timestamp
+        info.preemptable = self.preemptable
+        info.revocable_zone = self.revocable_zone
+        info.budget = self.budget.clone()
+        info.allocated_hyper_node = self.allocated_hyper_node
+        for t in self.tasks.values():
+            info.add_task_info(t.clone())
+        return info
+
+    # ---- counters -----------------------------------------------------------------------------
+    def _n(self, status: TaskStatus) -> int:
+        idx = self.task_status_index.get(status)
+        return len(idx) if idx else 0
+
+    def ready_task_num(self) -> int:
+        return self._n(BOUND) + self._n(BINDING) + self._n(RUNNING) + self._n(ALLOCATED) + self._n(SUCCEEDED)
+
+    def waiting_task_num(self) -> int:
+        return self._n(PIPELINED)
+
+    def pending_best_effort_task_num(self) -> int:
+        idx = self.task_status_index.get(PENDING)
+        return sum(1 for t in idx.values() if t.best_effort) if idx else 0
+
+    def allocated_task_num(self) -> int:
+        return sum(len(ts) for s, ts in self.task_status_index.items() if s in _ALLOCATED)
+
+    def valid_task_num(self) -> int:
+        return sum(len(ts) for s, ts in self.task_status_index.items()
+                   if s in _ALLOCATED or s in (SUCCEEDED, PIPELINED, PENDING))
+
+    def is_ready(self) -> bool:
+        return self.ready_task_num() + self.pending_best_effort_task_num() >= self.min_available
+
+    def is_pipelined(self) -> bool:
+        return (self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort_task_num()
+                >= self.min_available)
+
+    def is_starving(self) -> bool:
+        return self.waiting_task_num() + self.ready_task_num() < self.min_available
+
+    def is_pending(self) -> bool:
+        return self.pod_group is None or self.pod_group_phase in (PodGroupPhase.PENDING, "")
+
+    def has_pending_tasks(self) -> bool:
+        return self._n(PENDING) != 0
+
+    # ---- per-role checks ----------------------------------------------------------------------
+    def _role_counts(self, statuses: Iterable[TaskStatus], *, pending_empty: bool) -> dict[str, int]:
+        wanted = set(statuses)
+        out: dict[str, int] = {}
+        for s, ts in self.task_status_index.items():
+            if s in _ALLOCATED or s in wanted:
+                for t in ts.values():
+                    out[t.task_role] = out.get(t.task_role, 0) + 1
+            elif pending_empty and s == PENDING:
+                for t in ts.values():
+                    if t.init_resreq.is_empty():
+                        out[t.task_role] = out.get(t.task_role, 0) + 1
+        return out
+
+    def get_job_allocated_roles(self) -> dict[str, int]:
+        return self._role_counts((SUCCEEDED,), pending_empty=True)
+
+    def check_task_valid(self) -> bool:
+        if self.min_available < self.task_min_available_total:
+            return True
+        actual = self._role_counts((SUCCEEDED, PIPELINED, PENDING), pending_empty=False)
+        for role, m in self.task_min_available.items():
+            if m == 0:
+                continue
+            if actual.get(role, 0) < m:
+                return False
+        return True
+
+    def check_task_ready(self) -> bool:
+        if self.min_available < self.task_min_available_total:
+            return True
+        occ = self.get_job_allocated_roles()
+        return all(occ.get(role, 0) >= m for role, m in self.task_min_available.items())
+
+    def check_task_pipelined(self) -> bool:
+        if self.min_available < self.task_min_available_total:
+            return True
+        occ = self._role_counts((SUCCEEDED, PIPELINED), pending_empty=True)
+        return all(occ.get(role, 0) >= m for role, m in self.task_min_available.items())
+
+    def check_task_starving(self) -> bool:
+        if self.min_available < self.task_min_available_total:
+            return True
+        occ = self._role_counts((SUCCEEDED, PIPELINED), pending_empty=False)
+        return any(occ.get(role, 0) < m for role, m in self.task_min_available.items())
+
+    # ---- fit errors ---------------------------------------------------------------------------
+    def reset_fit_err(self) -> None:
+        self.job_fit_errors = ""
+        self.nodes_fit_errors = {}
+
+    def fit_failed_roles(self, sub_job: str | None = None) -> set[str]:
+        return {self.tasks[tid].task_role for tid in self.nodes_fit_errors if tid in self.tasks}
+
+    def task_has_fit_errors(self, task: TaskInfo, sub_job: str | None = None) -> bool:
+        if not task.task_role:
+            return False
+        return task.task_role in self.fit_failed_roles(sub_job)
+
+    def default_sub_job_id(self) -> str:
+        """This model has no sub-group policies: every job is its own single (default) sub-job."""
+        return self.uid
+
+    def contains_sub_job_policy(self) -> bool:
+        return False
+
+    def need_continue_allocating(self, sub_job: str | None = None) -> bool:
+        """Whether allocation goes on after a task failed its predicates (job_info.go:921-969)."""
+        n = len(self.tasks)
+        if self.min_available == n:
+            return False
+        # the default sub-job holds every task and min = MinAvailable
+        if self.min_available >= n:
+            return False
+        failed = self.fit_failed_roles(sub_job)
+        pending: dict[str, int] = {}
+        for t in (self.task_status_index.get(PENDING) or _EMPTY).values():
+            pending[t.task_role] = pending.get(t.task_role, 0) + 1
+        if self.min_available < self.task_min_available_total:
+            left = sum(c for role, c in pending.items() if role not in failed)
+            return self.ready_task_num() + left >= self.min_available
+        allocated = self.get_job_allocated_roles()
+        for role in failed:
+            m = self.task_min_available.get(role, 0)
+            if m == 0:
+                continue
+            if allocated.get(role, 0) < m:
+                return False
+        return True
+
+    def task_scheduling_reason(self, tid: str) -> tuple[str, str, str]:
+        """(reason, message, nominated_node_name) as v1.14.0 computes it at session close.
+
+        The nomination is returned only for a Pipelined context with ``eviction_occurred``
+        (read from ``last_transaction`` when set). PR #5045 drops it: callers on that profile
+        ignore the third value."""
+        t = self.tasks.get(tid)
+        if t is None:
+            return "", "", ""
+        ctx = t.last_transaction if t.last_transaction is not None else t.get_transaction_context()
+        msg = self.job_fit_errors
+        st = ctx.status
+        if st == ALLOCATED:
+            return (POD_REASON_SCHEDULABLE,
+                    f"Pod {t.namespace}/{t.name} can possibly be assigned to {ctx.node_name}, "
+                    f"once minAvailable is satisfied", "")
+        if st == PIPELINED:
+            msg = (f"Pod {t.namespace}/{t.name} can possibly be assigned to {ctx.node_name}, "
+                   f"once resource is released and minAvailable is satisfied")
+            return POD_REASON_UNSCHEDULABLE, msg, (ctx.node_name if ctx.eviction_occurred else "")
+        if st == PENDING:
+            fe = self.nodes_fit_errors.get(tid)
+            if fe is not None:
+                return POD_REASON_UNSCHEDULABLE, fe.error(), ""
+            return POD_REASON_UNSCHEDULABLE, msg, ""
+        return str(st), msg, ""
+
+    def fit_error(self) -> str:
+        hist: dict[str, int] = {}
+        for s, ts in self.task_status_index.items():
+            hist[str(s)] = hist.get(str(s), 0) + len(ts)
+        hist["minAvailable"] = self.min_available
+        pg_status = POD_GROUP_READY if self.is_ready() else POD_GROUP_NOT_READY
+        msg = f"{pg_status}, {', '.join(sorted(f'{v} {k}' for k, v in hist.items()))}"
+        reasons: dict[str, int] = {}
+        for uid in (self.task_status_index.get(PENDING) or _EMPTY):
+            r = self.task_scheduling_reason(uid)[0]
+            reasons[r] = reasons.get(r, 0) + 1
+        if reasons:
+            msg += "; Pending: " + ", ".join(sorted(f"{v} {k}" for k, v in reasons.items()))
+        if self.job_fit_errors:
+            msg += ". Origin reason is: " + self.job_fit_errors
+        else:
+            for t in self.tasks.values():
+                fe = self.nodes_fit_errors.get(t.uid)
+                if fe is not None:
+                    msg += f". Origin reason is {t.name}: {fe.error()}"
+                    break
+        return msg
+
+    def __repr__(self) -> str:
+        return (f"Job({self.uid}: queue {self.queue!r}, minAvailable {self.min_available}, "
+                f"tasks {len(self.tasks)}, phase {self.pod_group_phase!r})")
+
+
+def new_job_info(uid: str, *tasks: TaskInfo) -> JobInfo:
+    return JobInfo(uid, *tasks)
+

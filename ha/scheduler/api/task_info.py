@@ -1,0 +1,270 @@
+"""TaskInfo and its transaction context (``api/job_info.go`` :82-320, ``api/pod_info.go``)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .helpers import (GROUP_NAME_ANNOTATION, EVICTION_OCCURRED_ANNOTATION, PIPELINED_NODE_ANNOTATION,
+                      PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY, TASK_PRIORITY_ANNOTATION, TASK_SPEC_KEY,
+                      _truthy, get_task_status)
+from .resource import PODS, Resource
+from .types import TaskStatus
+
+__all__ = ["TransactionContext", "TaskInfo", "get_pod_resource_request", "get_pod_preemptable",
+           "get_job_id", "get_task_role", "new_task_info"]
+
+log = logging.getLogger(__name__)
+
+_PIPELINED = TaskStatus.PIPELINED
+_EMPTY: dict = {}
+
+
+@dataclass
+class TransactionContext:
+    """The per-session decision of a task. In Volcano it is embedded in TaskInfo, so
+    ``task.node_name`` *is* the context's field; ``TaskInfo.get_transaction_context()`` copies it.
+
+    ``eviction_occurred`` is v1.14.0's flag; ``nominated_node_name`` is PR #5045's field. Both exist
+    here so one model serves every profile."""
+    node_name: str = ""
+    eviction_occurred: bool = False
+    nominated_node_name: str = ""
+    job_allocated_hyper_node: str = ""
+    status: TaskStatus = TaskStatus.PENDING
+
+    def clone(self) -> "TransactionContext":
+        return TransactionContext(self.node_name, self.eviction_occurred, self.nominated_node_name,
+                                  self.job_allocated_hyper_node, self.status)
+
+
+def _container_requests(c: dict) -> dict | None:
+    res = c.get("resources")
+    if not res:
+        return None
+    return res.get("requests")
+
+
+def get_pod_resource_request(pod: dict) -> Resource:
+    """GetPodResourceRequest: Σ containers (+ overhead), max'ed with init containers, + ``pods: 1``."""
+    spec = pod.get("spec") or _EMPTY
+    result = Resource()
+    for c in spec.get("containers") or ():
+        req = _container_requests(c)
+        if req:
+            result.add(Resource.from_quantities(req))
+    overhead = spec.get("overhead")
+    if overhead:
+        result.add(Resource.from_quantities(overhead))
+    init = spec.get("initContainers")
+    if init:
+        restartable = Resource()
+        init_reqs = Resource()
+        for c in init:
+            creq = Resource.from_quantities(_container_requests(c))
+            if c.get("restartPolicy") == "Always":  # sidecar: runs alongside the main containers
+                result.add(creq)
+                restartable.add(creq)
+                creq = restartable
+            else:
+                tmp = Resource()
+                tmp.add(creq)
+                tmp.add(restartable)
+                creq = tmp
+            init_reqs.set_max_resource(creq)
+        result.set_max_resource(init_reqs)
+    result.add_scalar(PODS, 1.0)
+    return result
+
+
+def _parse_bool(value: str) -> bool | None:
+    # strconv.ParseBool
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if value in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    return None
+
+
+def get_pod_preemptable(pod: dict) -> bool:
+    """Annotation, then label ``volcano.sh/preemptable``; default **true**; unparsable → false."""
+    md = pod.get("metadata") or _EMPTY
+    for src in (md.get("annotations"), md.get("labels")):
+        if src and PREEMPTABLE_KEY in src:
+            b = _parse_bool(str(src[PREEMPTABLE_KEY]))
+            if b is None:
+                log.warning("invalid %s=%s", PREEMPTABLE_KEY, src[PREEMPTABLE_KEY])
+                return False
+            return b
+    return True
+
+
+def get_pod_revocable_zone(pod: dict) -> str:
+    ann = (pod.get("metadata") or _EMPTY).get("annotations") or _EMPTY
+    if REVOCABLE_ZONE_KEY in ann:
+        return "*" if ann[REVOCABLE_ZONE_KEY] == "*" else ""
+    if PREEMPTABLE_KEY in ann and _parse_bool(str(ann[PREEMPTABLE_KEY])):
+        return "*"
+    return ""
+
+
+def get_job_id(pod: dict) -> str:
+    md = pod.get("metadata") or _EMPTY
+    gn = (md.get("annotations") or _EMPTY).get(GROUP_NAME_ANNOTATION)
+    if gn:
+        return f"{md.get('namespace', '')}/{gn}"
+    return ""
+
+
+def get_task_role(pod: dict) -> str:
+    md = pod.get("metadata") or _EMPTY
+    ts = (md.get("annotations") or _EMPTY).get(TASK_SPEC_KEY)
+    if ts:
+        return ts
+    ts = (md.get("labels") or _EMPTY).get(TASK_SPEC_KEY)
+    return ts or ""
+
+
+class TaskInfo:
+    """Volcano's TaskInfo built from a pod dict (docs/object-shapes.md).
+
+    The pod dict is shared, never copied — exactly like Volcano's ``*v1.Pod`` (and as cheap)."""
+
+    __slots__ = (
+        "uid", "job", "name", "namespace", "task_role", "resreq", "init_resreq",
+        # embedded TransactionContext
+        "node_name", "eviction_occurred", "nominated_node_name", "job_allocated_hyper_node", "status",
+        "last_transaction", "priority", "volume_ready", "preemptable", "best_effort",
+        "has_restartable_init_container", "sch_gated", "revocable_zone", "numa_info", "pod",
+        "custom_bind_err_handler", "custom_bind_err_handler_succeeded", "__weakref__",
+    )
+
+    def __init__(self, pod: dict, switches: Any = None):
+        md = pod.get("metadata") or _EMPTY
+        spec = pod.get("spec") or _EMPTY
+        status = pod.get("status") or _EMPTY
+        ann = md.get("annotations") or _EMPTY
+        ns = md.get("namespace", "")
+        name = md.get("name", "")
+        init_req = get_pod_resource_request(pod)
+        self.uid = md.get("uid") or f"{ns}-{name}"  # Volcano's test helpers use "<ns>-<name>"
+        gn = ann.get(GROUP_NAME_ANNOTATION)
+        self.job = f"{ns}/{gn}" if gn else ""
+        self.name = name
+        self.namespace = ns
+        self.task_role = get_task_role(pod)
+        self.init_resreq = init_req
+        self.resreq = init_req  # Volcano: the same object
+        task_status = get_task_status(pod, switches)
+        node_name = spec.get("nodeName") or ""
+        nominated = status.get("nominatedNodeName") or ""
+        self.eviction_occurred = False
+        if task_status == _PIPELINED and not node_name:
+            # PR #5045: place a reconstructed Pipelined task on its nominated node;
+            # seed 003: on the node named by the pipelined-node annotation.
+            if switches is not None and switches.annotation_persistence and ann.get(PIPELINED_NODE_ANNOTATION):
+                node_name = ann[PIPELINED_NODE_ANNOTATION]
+            else:
+                node_name = nominated
+        if switches is not None and switches.annotation_persistence and _truthy(ann.get(EVICTION_OCCURRED_ANNOTATION)):
+            self.eviction_occurred = True
+        self.node_name = node_name
+        self.nominated_node_name = nominated
+        self.job_allocated_hyper_node = ""
+        self.status = task_status
+        self.last_transaction = None
+        prio = 1
+        if spec.get("priority") is not None:
+            prio = int(spec["priority"])
+        tp = ann.get(TASK_PRIORITY_ANNOTATION)
+        if tp is not None:
+            try:
+                prio = int(str(tp).strip())
+            except ValueError:
+                pass
+        self.priority = prio
+        self.volume_ready = False
+        self.preemptable = get_pod_preemptable(pod)
+        self.best_effort = init_req.is_empty()
+        self.has_restartable_init_container = any(
+            c.get("restartPolicy") == "Always" for c in spec.get("initContainers") or ())
+        self.sch_gated = bool(spec.get("schedulingGates"))
+        self.revocable_zone = get_pod_revocable_zone(pod) if ann else ""
+        self.numa_info = None
+        self.pod = pod
+        self.custom_bind_err_handler = None
+        self.custom_bind_err_handler_succeeded = False
+
+    # ---- transaction context ------------------------------------------------------------------
+    def get_transaction_context(self) -> TransactionContext:
+        return TransactionContext(self.node_name, self.eviction_occurred, self.nominated_node_name,
+                                  self.job_allocated_hyper_node, self.status)
+
+    def generate_last_tx_context(self) -> None:
+        self.last_transaction = self.get_transaction_context()
+
+    def clear_last_tx_context(self) -> None:
+        self.last_transaction = None
+
+    # ---- pod-derived conveniences (read through the shared pod) -------------------------------
+    @property
+    def pod_key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def node_selector(self) -> dict:
+        return (self.pod.get("spec") or _EMPTY).get("nodeSelector") or {}
+
+    @property
+    def preemption_policy(self) -> str:
+        """The pod's preemptionPolicy ("PreemptLowerPriority" by default, or "Never")."""
+        return (self.pod.get("spec") or _EMPTY).get("preemptionPolicy") or "PreemptLowerPriority"
+
+    @property
+    def creation_timestamp(self) -> float:
+        return float((self.pod.get("metadata") or _EMPTY).get("creationTimestamp") or 0.0)
+
+    @property
+    def is_deleting(self) -> bool:
+        return (self.pod.get("metadata") or _EMPTY).get("deletionTimestamp") is not None
+
+    # ---- clone --------------------------------------------------------------------------------
+    def clone(self) -> "TaskInfo":
+        """Volcano's Clone: a new context with only NodeName, Status (and PR's NominatedNodeName);
+        ``eviction_occurred`` and ``job_allocated_hyper_node`` are dropped; the pod is shared."""
+        t = TaskInfo.__new__(TaskInfo)
+        t.uid = self.uid
+        t.job = self.job
+        t.name = self.name
+        t.namespace = self.namespace
+        t.task_role = self.task_role
+        t.resreq = self.resreq.clone()
+        t.init_resreq = self.init_resreq.clone()
+        t.node_name = self.node_name
+        t.eviction_occurred = False
+        t.nominated_node_name = self.nominated_node_name
+        t.job_allocated_hyper_node = ""
+        t.status = self.status
+        lt = self.last_transaction
+        t.last_transaction = lt.clone() if lt is not None else None
+        t.priority = self.priority
+        t.volume_ready = self.volume_ready
+        t.preemptable = self.preemptable
+        t.best_effort = self.best_effort
+        t.has_restartable_init_container = self.has_restartable_init_container
+        t.sch_gated = self.sch_gated
+        t.revocable_zone = self.revocable_zone
+        t.numa_info = self.numa_info
+        t.pod = self.pod
+        t.custom_bind_err_handler = None
+        t.custom_bind_err_handler_succeeded = False
+        return t
+
+    def __repr__(self) -> str:
+        return (f"Task({self.uid}:{self.namespace}/{self.name}, job {self.job}, node {self.node_name!r}, "
+                f"status {self.status}, pri {self.priority}, resreq <{self.resreq}>)")
+
+
+def new_task_info(pod: dict, switches: Any = None) -> TaskInfo:
+    return TaskInfo(pod, switches)
+

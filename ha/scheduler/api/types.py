@@ -1,0 +1,233 @@
+"""Status enums and small value types (``api/types.go``, ``api/unschedule_info.go``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+__all__ = [
+    "TaskStatus", "NodePhase", "NodeState", "StatusCode", "Status", "StatusSets", "ValidateResult",
+    "FitError", "FitErrors", "TaskNodeError", "FatalCacheError", "CacheError",
+    "POD_REASON_UNSCHEDULABLE", "POD_REASON_SCHEDULABLE", "POD_REASON_SCHEDULER_ERROR",
+    "NODE_POD_NUMBER_EXCEEDED", "NODE_RESOURCE_FIT_FAILED", "ALL_NODE_UNAVAILABLE_MSG",
+    "wrap_insufficient_resource_reason", "validate_status_update",
+]
+
+
+class TaskStatus(IntFlag):
+    """Volcano's TaskStatus bit values (types.go:36-68)."""
+    PENDING = 1
+    ALLOCATED = 2
+    PIPELINED = 4
+    BINDING = 8
+    BOUND = 16
+    RUNNING = 32
+    RELEASING = 64
+    SUCCEEDED = 128
+    FAILED = 256
+    UNKNOWN = 512
+
+    def __str__(self) -> str:  # Volcano's String(): "Pending", ...; anything else is "Unknown"
+        return _STATUS_NAMES.get(int(self), "Unknown")
+
+    @property
+    def volcano_name(self) -> str:
+        return _STATUS_NAMES.get(int(self), "Unknown")
+
+    @classmethod
+    def parse(cls, name: str) -> "TaskStatus":
+        """From Volcano's spelling ("Pipelined") or ours ("PIPELINED")."""
+        try:
+            return _STATUS_BY_NAME[name.lower()]
+        except KeyError:
+            raise ValueError(f"unknown task status {name!r}; known: "
+                             f"{', '.join(_STATUS_NAMES.values())}") from None
+
+
+_STATUS_NAMES = {1: "Pending", 2: "Allocated", 4: "Pipelined", 8: "Binding", 16: "Bound",
+                 32: "Running", 64: "Releasing", 128: "Succeeded", 256: "Failed", 512: "Unknown"}
+_STATUS_BY_NAME = {v.lower(): TaskStatus(k) for k, v in _STATUS_NAMES.items()}
+
+
+def validate_status_update(old: TaskStatus, new: TaskStatus) -> None:
+    """Volcano accepts every transition (types.go:117-119)."""
+    return None
+
+
+class NodePhase(IntEnum):
+    READY = 1
+    NOT_READY = 2
+
+    def __str__(self) -> str:
+        return "Ready" if self is NodePhase.READY else "NotReady"
+
+
+@dataclass
+class NodeState:
+    phase: NodePhase
+    reason: str = ""
+
+
+class StatusCode(IntEnum):
+    """Plugin status codes (types.go)."""
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+
+
+@dataclass
+class Status:
+    code: StatusCode = StatusCode.SUCCESS
+    reason: str = ""
+    plugin: str = ""
+
+    def __str__(self) -> str:
+        return self.reason
+
+    def is_success(self) -> bool:
+        return self.code == StatusCode.SUCCESS
+
+    def is_wait(self) -> bool:
+        return self.code == StatusCode.WAIT
+
+    def is_skip(self) -> bool:
+        return self.code == StatusCode.SKIP
+
+    def as_error(self) -> str | None:
+        if self.is_success() or self.is_wait() or self.is_skip():
+            return None
+        return self.reason
+
+
+class StatusSets(list):
+    """A list of Status with Volcano's helpers (None entries are allowed, as in Go)."""
+
+    def contains_unschedulable(self) -> bool:
+        return any(s is not None and s.code == StatusCode.UNSCHEDULABLE for s in self)
+
+    def contains_unschedulable_and_unresolvable(self) -> bool:
+        return any(s is not None and s.code == StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE for s in self)
+
+    def contains_error_skip_or_wait(self) -> bool:
+        return any(s is not None and s.code in (StatusCode.ERROR, StatusCode.SKIP, StatusCode.WAIT)
+                   for s in self)
+
+    def message(self) -> str:
+        return ",".join(s.reason for s in self if s is not None and s.reason)
+
+    def reasons(self) -> list[str]:
+        return [s.reason for s in self if s is not None and s.reason]
+
+
+@dataclass
+class ValidateResult:
+    passed: bool
+    reason: str = ""
+    message: str = ""
+
+
+# unschedule_info.go
+NODE_POD_NUMBER_EXCEEDED = "node(s) pod number exceeded"
+NODE_RESOURCE_FIT_FAILED = "node(s) resource fit failed"
+ALL_NODE_UNAVAILABLE_MSG = "all nodes are unavailable"
+POD_REASON_UNSCHEDULABLE = "Unschedulable"
+POD_REASON_SCHEDULABLE = "Schedulable"
+POD_REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+class FitError(Exception):
+    """Why one task does not fit one node."""
+
+    def __init__(self, task_namespace: str, task_name: str, node_name: str,
+                 status: list[Status] | None = None):
+        self.task_namespace = task_namespace
+        self.task_name = task_name
+        self.node_name = node_name
+        self.status = StatusSets(status or [])
+        super().__init__(self.error())
+
+    @classmethod
+    def new(cls, task, node, *messages: str) -> "FitError":
+        """NewFitError(task, node, messages...): each message becomes an Error status."""
+        return cls(task.namespace, task.name, node.name,
+                   [Status(StatusCode.ERROR, m) for m in messages])
+
+    @classmethod
+    def with_status(cls, task, node, *sts: Status) -> "FitError":
+        return cls(task.namespace, task.name, node.name, list(sts))
+
+    def reasons(self) -> list[str]:
+        return self.status.reasons()
+
+    def error(self) -> str:
+        return (f"task {self.task_namespace}/{self.task_name} on node {self.node_name} fit failed: "
+                f"{', '.join(self.reasons())}")
+
+    def __str__(self) -> str:
+        return self.error()
+
+
+@dataclass
+class FitErrors:
+    """Per-node fit errors of one task, summarised like Volcano's ``FitErrors.Error()``."""
+    nodes: dict[str, FitError] = field(default_factory=dict)
+    hyper_node: str = ""
+    err: str = ""
+
+    def set_error(self, err: str) -> None:
+        self.err = err
+
+    def set_hyper_node(self, hyper_node: str) -> None:
+        self.hyper_node = hyper_node
+
+    def set_node_error(self, node_name: str, err: BaseException | str) -> None:
+        if isinstance(err, FitError):
+            err.node_name = node_name
+            fe = err
+        else:
+            fe = FitError("", "", node_name, [Status(StatusCode.ERROR, str(err))])
+        self.nodes[node_name] = fe
+
+    def get_unschedulable_and_unresolvable_nodes(self) -> set[str]:
+        return {fe.node_name for fe in self.nodes.values()
+                if fe.status.contains_unschedulable_and_unresolvable()}
+
+    def error(self) -> str:
+        if not self.err:
+            self.err = f"0/{len(self.nodes)} nodes are unavailable"
+        if not self.nodes:
+            return self.err
+        hist: dict[str, int] = {}
+        for fe in self.nodes.values():
+            for r in fe.reasons():
+                hist[r] = hist.get(r, 0) + 1
+        parts = sorted(f"{v} {k}" for k, v in hist.items())
+        msg = f"{self.err}: {', '.join(parts)}."
+        if self.hyper_node:
+            msg = f"In hyperNode {self.hyper_node}: {msg}"
+        return msg
+
+    def __str__(self) -> str:
+        return self.error()
+
+
+def wrap_insufficient_resource_reason(resources: list[str]) -> str:
+    return "Insufficient " + resources[0] if resources else ""
+
+
+class CacheError(Exception):
+    """An error a Volcano cache/node function returns (Go ``error``); the message is Volcano's."""
+
+
+class TaskNodeError(CacheError):
+    """NodeInfo.AddTask failed ("already on node", "not enough to put task", ...)."""
+
+
+class FatalCacheError(BaseException):
+    """Where Volcano calls ``klog.Fatalf`` (the scheduler process exits).
+
+    Deliberately a BaseException: a generic ``except Exception`` in a scheduling loop must not
+    swallow it — the runner catches it explicitly and counts "the scheduler would have crashed".
+    """

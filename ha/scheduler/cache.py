@@ -1,0 +1,804 @@
+"""SchedulerCache: Volcano's ``pkg/scheduler/cache`` (v1.14.0) with the PR #5045 / seed 003 / KEP-5278
+variants behind switches (``ha.scheduler.profiles``).
+
+Pure and synchronous: informer events are method calls, all writes to the world go through the
+Binder / Evictor / StatusUpdater / PodGetter interfaces (``ha.scheduler.interfaces``). Where Volcano
+runs a goroutine (evictions, nomination writes, binds) the call is made inline, in order.
+
+Errors: where a Volcano cache function returns an ``error`` this raises ``CacheError`` (node
+accounting errors are ``TaskNodeError``); where Volcano calls ``klog.Fatalf`` it raises
+``FatalCacheError`` (a BaseException) and counts it in ``stats["fatal"]``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTATION, PIPELINED_NODE_ANNOTATION,
+                              PIPELINED_STATUS_ANNOTATION, POD_REASON_SCHEDULER_ERROR, CacheError, ClusterInfo,
+                              FatalCacheError, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskNodeError, TaskStatus,
+                              job_terminated)
+from ha.scheduler.api.job_info import PodGroupPhase, copy_object
+from ha.scheduler.profiles import Switches, profile
+
+__all__ = ["SchedulerCache", "BindContext"]
+
+log = logging.getLogger(__name__)
+
+_S = TaskStatus
+PENDING, ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, RELEASING, SUCCEEDED, FAILED = (
+    _S.PENDING, _S.ALLOCATED, _S.PIPELINED, _S.BINDING, _S.BOUND, _S.RUNNING, _S.RELEASING,
+    _S.SUCCEEDED, _S.FAILED)
+_ALLOCATED = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
+_TERMINATED = frozenset({SUCCEEDED, FAILED})
+_EMPTY: dict = {}
+
+
+@dataclass
+class BindContext:
+    """cache.BindContext: the session's task (its node_name is the bind target) + plugin extensions."""
+    task_info: TaskInfo
+    extensions: dict[str, Any] = field(default_factory=dict)
+
+
+def _md(obj: dict) -> dict:
+    return obj.get("metadata") or _EMPTY
+
+
+def _key(obj: dict) -> str:
+    md = obj.get("metadata") or _EMPTY
+    return f"{md.get('namespace', '')}/{md.get('name', '')}"
+
+
+class SchedulerCache:
+    """The informer-fed cache of one scheduler instance.
+
+    Extra keyword arguments (beyond INTERFACES.md):
+      * ``pod_getter`` — resyncTask's GET (defaults to the binder if it has ``get_pod``);
+      * ``bind_mode`` — "sync": ``add_bind_task`` binds at once (deterministic runs);
+        "queued": binds wait for ``process_bind_task()`` (Volcano's 20 ms bind loop);
+      * ``batch_num`` — BATCH_BIND_NUM (tasks per binder call in ``process_bind_task``);
+      * ``node_selector`` — {label: value} pairs a node needs one of (nodeCanAddCache);
+      * ``pod_priority_admission`` — emulate the Kubernetes Priority admission plugin: a pod
+        without ``spec.priority`` takes the value of its (or the global default) PriorityClass.
+    """
+
+    def __init__(self, switches: Switches | None = None, binder: Any = None, evictor: Any = None,
+                 status_updater: Any = None, scheduler_names: Iterable[str] = ("volcano",),
+                 default_queue: str = "default", *, pod_getter: Any = None, bind_mode: str = "sync",
+                 batch_num: int = 1, node_selector: dict[str, str] | None = None,
+                 pod_priority_admission: bool = True):
+        self.switches = switches if switches is not None else profile("v1.14")
+        self.binder = binder
+        self.evictor = evictor
+        self.status_updater = status_updater
+        if pod_getter is None and binder is not None and hasattr(binder, "get_pod"):
+            pod_getter = binder
+        self.pod_getter = pod_getter
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        if bind_mode not in ("sync", "queued"):
+            raise ValueError(f"bind_mode must be 'sync' or 'queued', not {bind_mode!r}")
+        self.bind_mode = bind_mode
+        self.batch_num = max(1, int(batch_num))
+        self.node_selector_labels = {f"{k}:{v}" for k, v in (node_selector or {}).items()}
+        self.pod_priority_admission = pod_priority_admission
+
+        self.mutex = threading.RLock()
+        self.jobs: dict[str, JobInfo] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self.queues: dict[str, QueueInfo] = {}
+        self.priority_classes: dict[str, dict] = {}
+        self.default_priority_class: dict | None = None
+        self.default_priority = 0
+        self.node_list: list[str] = []
+        # pods without a job (no group annotation) live only on nodes; keep them to digest/inspect
+        self.bind_queue: list[BindContext] = []
+        self.err_tasks: OrderedDict[str, int] = OrderedDict()   # "job/uid" -> failed sync attempts
+        self.deleted_jobs: OrderedDict[str, None] = OrderedDict()
+        self.stats: dict[str, int] = {
+            "pods_added": 0, "pods_updated": 0, "pods_deleted": 0, "filtered_pods": 0,
+            "ignored_updates": 0, "add_task_errors": 0, "bind_errors": 0, "resyncs": 0,
+            "resync_failures": 0, "fatal": 0, "evict_errors": 0, "status_write_errors": 0,
+        }
+        self.errors: list[str] = []  # recent error messages (bounded), like klog.Errorf lines
+
+    # ==== helpers ================================================================================
+    def _error(self, msg: str) -> None:
+        if len(self.errors) >= 1000:
+            del self.errors[:500]
+        self.errors.append(msg)
+        log.debug(msg)
+
+    def _responsible_for_pod(self, pod: dict) -> bool:
+        spec = pod.get("spec") or _EMPTY
+        if spec.get("schedulerName") in self.scheduler_names:
+            return True
+        # foreign pods are seen only once assigned (they use node resources)
+        return bool(spec.get("nodeName"))
+
+    def new_task_info(self, pod: dict) -> TaskInfo:
+        """sc.NewTaskInfo: api.TaskInfo(pod) (+ the priority admission emulation)."""
+        ti = TaskInfo(pod, self.switches)
+        if self.pod_priority_admission:
+            spec = pod.get("spec") or _EMPTY
+            if spec.get("priority") is None:
+                pcn = spec.get("priorityClassName")
+                pc = self.priority_classes.get(pcn) if pcn else self.default_priority_class
+                if pc is not None and "volcano.sh/task-priority" not in (_md(pod).get("annotations") or _EMPTY):
+                    ti.priority = int(pc.get("value") or 0)
+        return ti
+
+    def _get_or_create_job(self, ti: TaskInfo) -> JobInfo | None:
+        if not ti.job:
+            return None
+        job = self.jobs.get(ti.job)
+        if job is None:
+            job = self.jobs[ti.job] = JobInfo(ti.job)
+        return job
+
+    def _find_job_and_task(self, ti: TaskInfo) -> tuple[JobInfo, TaskInfo]:
+        job = self.jobs.get(ti.job)
+        if job is None:
+            raise CacheError(f"failed to find Job {ti.job} for Task {ti.uid}")
+        task = job.tasks.get(ti.uid)
+        if task is None:
+            raise CacheError(f"failed to find task in status {ti.status} by id {ti.uid}")
+        return job, task
+
+    # ==== pods (event_handlers.go) ===============================================================
+    def _add_task(self, pi: TaskInfo) -> None:
+        if pi.node_name:
+            node = self.nodes.get(pi.node_name)
+            if node is None:  # pod before its node: placeholder NodeInfo(nil)
+                node = self.nodes[pi.node_name] = NodeInfo(None)
+                node.name = pi.node_name
+            if pi.status not in _TERMINATED:
+                node.add_task(pi)  # TaskNodeError propagates: the task then is in no job either
+        job = self._get_or_create_job(pi)
+        if job is not None:
+            job.add_task_info(pi)
+
+    def _add_pod(self, pod: dict) -> None:
+        self._add_task(self.new_task_info(pod))
+
+    def _delete_task(self, ti: TaskInfo) -> None:
+        if ti.job:
+            job = self.jobs.get(ti.job)
+            if job is not None:
+                job.delete_task_info(ti)
+        if ti.node_name and ti.status not in _TERMINATED:
+            node = self.nodes.get(ti.node_name)
+            if node is not None:
+                node.remove_task(ti)
+
+    @staticmethod
+    def _job_and_uid(pod: dict) -> tuple[str, str]:
+        """(job id, task uid) of a pod without building a TaskInfo (hot path)."""
+        md = pod.get("metadata") or _EMPTY
+        ns = md.get("namespace", "")
+        gn = (md.get("annotations") or _EMPTY).get("scheduling.k8s.io/group-name")
+        return (f"{ns}/{gn}" if gn else ""), (md.get("uid") or f"{ns}-{md.get('name', '')}")
+
+    def _delete_pod(self, pod: dict) -> None:
+        job_id, uid = self._job_and_uid(pod)
+        job = self.jobs.get(job_id)
+        task = job.tasks.get(uid) if job is not None else None
+        if task is None:  # fall back to a task rebuilt from the pod
+            task = TaskInfo(pod, self.switches)
+        self._delete_task(task)
+        job = self.jobs.get(job_id)
+        if job is not None and job_terminated(job):
+            self._delete_job(job)
+
+    def _allocated_pod_in_cache(self, pod: dict) -> bool:
+        job_id, uid = self._job_and_uid(pod)
+        job = self.jobs.get(job_id)
+        if job is None:
+            return False
+        t = job.tasks.get(uid)
+        if t is None:
+            return False
+        if t.status in _ALLOCATED:
+            return True
+        return t.status == PIPELINED and self.switches.informer_guard_pipelined
+
+    def _update_pod(self, old: dict, new: dict) -> None:
+        if not (new.get("spec") or _EMPTY).get("nodeName") and self._allocated_pod_in_cache(new):
+            self.stats["ignored_updates"] += 1
+            return
+        self._delete_pod(old)
+        if not (_md(new).get("ownerReferences")) and _md(old).get("ownerReferences"):
+            new.setdefault("metadata", {})["ownerReferences"] = _md(old)["ownerReferences"]
+        self._add_pod(new)
+
+    def add_pod(self, pod: dict) -> None:
+        """AddPod (after the informer's responsibleForPod filter)."""
+        if not self._responsible_for_pod(pod):
+            self.stats["filtered_pods"] += 1
+            return
+        with self.mutex:
+            self.stats["pods_added"] += 1
+            try:
+                self._add_pod(pod)
+            except TaskNodeError as e:
+                self.stats["add_task_errors"] += 1
+                self._error(f"Failed to add pod <{_key(pod)}> into cache: {e}")
+
+    def update_pod(self, old: dict, new: dict) -> None:
+        """UpdatePod, with FilteringResourceEventHandler's add/delete translation."""
+        old_ok = self._responsible_for_pod(old) if old is not None else False
+        new_ok = self._responsible_for_pod(new)
+        if not new_ok:
+            if old_ok:
+                self.delete_pod(old)
+            else:
+                self.stats["filtered_pods"] += 1
+            return
+        if not old_ok:
+            self.add_pod(new)
+            return
+        with self.mutex:
+            self.stats["pods_updated"] += 1
+            try:
+                self._update_pod(old, new)
+            except TaskNodeError as e:
+                self.stats["add_task_errors"] += 1
+                self._error(f"Failed to update pod {_key(old)} in cache: {e}")
+
+    def delete_pod(self, pod: dict) -> None:
+        """DeletePod (delete tombstones always pass the filter)."""
+        with self.mutex:
+            self.stats["pods_deleted"] += 1
+            self._delete_pod(pod)
+
+    # ==== jobs cleanup ===========================================================================
+    def _delete_job(self, job: JobInfo) -> None:
+        self.deleted_jobs[f"{job.uid}|{job.pg_uid}"] = None
+        self.process_cleanup_job()
+
+    def process_cleanup_job(self) -> int:
+        """processCleanupJob: drop terminated jobs (no PodGroup, no tasks); keep others queued."""
+        done = 0
+        with self.mutex:
+            for key in list(self.deleted_jobs):
+                uid, _, pg_uid = key.rpartition("|")
+                job = self.jobs.get(uid)
+                if job is None:
+                    del self.deleted_jobs[key]
+                    continue
+                if job_terminated(job):
+                    if job.pg_uid == pg_uid:
+                        del self.jobs[uid]
+                        done += 1
+                    del self.deleted_jobs[key]
+                # else: Volcano re-queues with rate limiting; the key stays for the next pass
+        return done
+
+    def is_job_terminated(self, job_id: str) -> bool:
+        with self.mutex:
+            job = self.jobs.get(job_id)
+            return job is None or job_terminated(job)
+
+    # ==== nodes ==================================================================================
+    def _node_can_add_cache(self, node: dict) -> bool:
+        if not self.node_selector_labels:
+            return True
+        for k, v in (_md(node).get("labels") or _EMPTY).items():
+            if f"{k}:{v}" in self.node_selector_labels:
+                return True
+        return False
+
+    def _add_or_update_node(self, node: dict) -> None:
+        name = _md(node).get("name", "")
+        ni = self.nodes.get(name)
+        if ni is not None:
+            ni.set_node(node)
+        else:
+            self.nodes[name] = NodeInfo(node)
+        if name not in self.node_list:
+            self.node_list.append(name)
+
+    def _remove_node(self, name: str) -> None:
+        if name in self.node_list:
+            self.node_list.remove(name)
+        if name not in self.nodes:
+            raise CacheError(f"node <{name}> does not exist")
+        del self.nodes[name]
+
+    def add_node(self, node: dict) -> None:
+        """AddNode → SyncNode → AddOrUpdateNode (the node queue is processed inline)."""
+        with self.mutex:
+            if self._node_can_add_cache(node):
+                self._add_or_update_node(node)
+
+    def update_node(self, old: dict | None, new: dict) -> None:
+        self.add_node(new)
+
+    def delete_node(self, node: dict) -> None:
+        """DeleteNode → SyncNode finds it gone → RemoveNode (its NodeInfo and tasks are dropped)."""
+        with self.mutex:
+            try:
+                self._remove_node(_md(node).get("name", ""))
+            except CacheError as e:
+                self._error(f"Failed to delete node: {e}")
+
+    # ==== pod groups =============================================================================
+    def _set_pod_group(self, pg: dict) -> None:
+        md = _md(pg)
+        job_id = f"{md.get('namespace', '')}/{md.get('name', '')}"
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.jobs[job_id] = JobInfo(job_id)
+        job.set_pod_group(pg)
+        if not (pg.get("spec") or _EMPTY).get("queue"):
+            job.queue = self.default_queue
+
+    def add_pod_group(self, pg: dict) -> None:
+        with self.mutex:
+            md = pg.setdefault("metadata", {})
+            if md.get("annotations") is None:
+                md["annotations"] = {}
+            self._set_pod_group(pg)
+
+    def update_pod_group(self, old: dict | None, new: dict) -> None:
+        """An update whose resourceVersion did not change is ignored."""
+        if old is not None:
+            rv_old, rv_new = _md(old).get("resourceVersion"), _md(new).get("resourceVersion")
+            if rv_old is not None and rv_old == rv_new:
+                return
+        self.add_pod_group(new)
+
+    def delete_pod_group(self, pg: dict) -> None:
+        md = _md(pg)
+        job_id = f"{md.get('namespace', '')}/{md.get('name', '')}"
+        with self.mutex:
+            job = self.jobs.get(job_id)
+            if job is None:
+                self._error(f"Failed to delete podgroup {md.get('name')} from cache: can not found job {job_id}")
+                return
+            job.unset_pod_group()
+            self._delete_job(job)
+
+    # ==== queues and priority classes ============================================================
+    def add_queue(self, queue: dict) -> None:
+        with self.mutex:
+            qi = QueueInfo(queue)
+            self.queues[qi.uid] = qi
+
+    def update_queue(self, old: dict | None, new: dict) -> None:
+        if old is not None:
+            rv_old, rv_new = _md(old).get("resourceVersion"), _md(new).get("resourceVersion")
+            if rv_old is not None and rv_old == rv_new:
+                return
+        self.add_queue(new)
+
+    def delete_queue(self, queue: dict) -> None:
+        with self.mutex:
+            self.queues.pop(_md(queue).get("name", ""), None)
+
+    def add_priority_class(self, pc: dict) -> None:
+        with self.mutex:
+            if pc.get("globalDefault"):
+                self.default_priority_class = pc
+                self.default_priority = int(pc.get("value") or 0)
+            self.priority_classes[_md(pc).get("name", "")] = pc
+
+    def update_priority_class(self, old: dict, new: dict) -> None:
+        with self.mutex:
+            self.delete_priority_class(old)
+            self.add_priority_class(new)
+
+    def delete_priority_class(self, pc: dict) -> None:
+        with self.mutex:
+            if pc.get("globalDefault"):
+                self.default_priority_class = None
+                self.default_priority = 0
+            self.priority_classes.pop(_md(pc).get("name", ""), None)
+
+    # ==== snapshot ===============================================================================
+    def snapshot(self) -> ClusterInfo:
+        """Clone Ready nodes (accounting recomputed), queues, and jobs that have a PodGroup whose
+        queue exists (priority from the PodGroup's priorityClassName). Pods stay shared."""
+        with self.mutex:
+            self.process_cleanup_job()
+            snap = ClusterInfo()
+            snap.node_list = list(self.node_list)
+            for ni in self.nodes.values():
+                if not ni.ready():
+                    continue
+                c = ni.clone()
+                snap.nodes[ni.name] = c
+                if ni.revocable_zone:
+                    snap.revocable_nodes[ni.name] = c
+            for q in self.queues.values():
+                snap.queues[q.uid] = q.clone()
+            for job in self.jobs.values():
+                if job.pod_group is None or job.queue not in snap.queues:
+                    continue
+                job.priority = self.default_priority
+                pcn = (job.pod_group.get("spec") or _EMPTY).get("priorityClassName")
+                pc = self.priority_classes.get(pcn) if pcn else None
+                if pc is not None:
+                    job.priority = int(pc.get("value") or 0)
+                snap.jobs[job.uid] = job.clone()
+            snap.priority_classes = {n: int(pc.get("value") or 0) for n, pc in self.priority_classes.items()}
+            return snap
+
+    # ==== evict ==================================================================================
+    def evict(self, task_info: TaskInfo, reason: str) -> None:
+        """Evict: cache task → Releasing (node.update_task), then Evictor.evict; error → resync."""
+        with self.mutex:
+            job, task = self._find_job_and_task(task_info)
+            node = self.nodes.get(task.node_name)
+            if node is None:
+                raise CacheError(f"failed to evict Task {task.uid} from host {task.node_name}, host does not exist")
+            original = task.status
+            job.update_task_status(task, RELEASING)
+            try:
+                self._node_update_task(node, task)
+            except TaskNodeError as e:  # (cannot happen for Releasing, kept for symmetry)
+                job.update_task_status(task, original)
+                raise e
+            try:
+                if self.evictor is not None:
+                    self.evictor.evict(task.pod, reason)
+            except Exception as e:  # noqa: BLE001 — any API error → resync, like Volcano
+                self.stats["evict_errors"] += 1
+                self._error(f"Failed to evict pod {task.namespace}/{task.name}: {e}")
+                self.resync_task(task)
+            if job.pod_group is None:
+                raise CacheError(f"the PodGroup of Job <{job.namespace}/{job.name}> is nil")
+
+    def _node_update_task(self, node: NodeInfo, task: TaskInfo) -> None:
+        try:
+            node.update_task(task)
+        except FatalCacheError:
+            self.stats["fatal"] += 1
+            raise
+
+    # ==== pipeline (PR #5045 / seed 003 / PR #5663) ==============================================
+    def pipeline(self, task_info: TaskInfo, node_name: str) -> None:
+        """Cache.Pipeline. What it does depends on the switches:
+
+        * ``cache_pipeline`` (PR #5045): cache task → Pipelined, node.update_task, nominated node
+          set on the cache task, ``status.nominatedNodeName`` written (failure → resync);
+        * ``annotation_persistence`` (seed 003): same cache change, but the state is written as the
+          ``volcano.sh/pipelined-*`` annotations instead of the nomination;
+        * only ``sync_nominated_node`` (PR #5663 "nomination-only"): no reservation in the cache,
+          only the nomination (cache task field + status write);
+        * none (v1.14.0): nothing — ``Statement.pipeline`` has an empty body.
+        """
+        sw = self.switches
+        persist = sw.cache_pipeline or sw.annotation_persistence
+        if not persist and not sw.sync_nominated_node:
+            return
+        with self.mutex:
+            job, task = self._find_job_and_task(task_info)
+            node = self.nodes.get(node_name)
+            if node is None:
+                raise CacheError(f"failed to pipeline Task {task.uid} to host {node_name}, host does not exist")
+            if persist:
+                original = task.status
+                job.update_task_status(task, PIPELINED)
+                try:
+                    self._node_update_task(node, task)
+                except TaskNodeError:
+                    job.update_task_status(task, original)
+                    raise
+            if sw.sync_nominated_node or sw.cache_pipeline:
+                task.nominated_node_name = node_name
+            if sw.annotation_persistence:
+                ann: dict[str, str | None] = {PIPELINED_STATUS_ANNOTATION: "true",
+                                              PIPELINED_NODE_ANNOTATION: node_name}
+                if task_info.eviction_occurred or task.eviction_occurred:
+                    ann[EVICTION_OCCURRED_ANNOTATION] = "true"
+                self._patch_annotations(task, ann)
+            else:
+                self._write_nominated_node_name(task, node_name)
+
+    def unpipeline(self, task_info: TaskInfo) -> None:
+        """Cache.UnPipeline: a persisted Pipelined task back to Pending, its node reservation freed,
+        the nomination (or seed-003 annotations) cleared."""
+        sw = self.switches
+        persist = sw.cache_pipeline or sw.annotation_persistence
+        if not persist and not sw.sync_nominated_node:
+            return
+        with self.mutex:
+            job, task = self._find_job_and_task(task_info)
+            if not persist:  # nomination-only: just drop the nomination
+                had = task.nominated_node_name or (task.pod.get("status") or _EMPTY).get("nominatedNodeName")
+                task.nominated_node_name = ""
+                if had:
+                    self._write_nominated_node_name(task, "")
+                return
+            if task.status != PIPELINED:
+                return
+            original, original_node = task.status, task.node_name
+            original_nnn = task.nominated_node_name
+            job.update_task_status(task, PENDING)
+            if original_node:
+                node = self.nodes.get(original_node)
+                if node is None:
+                    job.update_task_status(task, original)
+                    raise CacheError(f"failed to unpipeline Task {task.uid}, host {original_node} does not exist")
+                node.remove_task(task)
+            task.node_name = ""
+            task.nominated_node_name = ""
+            task.job_allocated_hyper_node = ""
+            if sw.annotation_persistence:
+                self._patch_annotations(task, {PIPELINED_STATUS_ANNOTATION: None, PIPELINED_NODE_ANNOTATION: None,
+                                               EVICTION_OCCURRED_ANNOTATION: None})
+            elif original_nnn or (task.pod.get("status") or _EMPTY).get("nominatedNodeName"):
+                self._write_nominated_node_name(task, "")
+
+    def _write_nominated_node_name(self, task: TaskInfo, node_name: str) -> bool:
+        """UpdatePodStatus of a copy of the pod with status.nominatedNodeName set; error → resync."""
+        if self.status_updater is None:
+            return False
+        pod = dict(task.pod)
+        status = copy_object(task.pod.get("status") or {})
+        status["nominatedNodeName"] = node_name
+        pod["status"] = status
+        try:
+            self.status_updater.update_pod_status(pod)
+            return True
+        except Exception as e:  # noqa: BLE001
+            self.stats["status_write_errors"] += 1
+            self._error(f"Failed to update NominatedNodeName for task {task.namespace}/{task.name}: {e}")
+            self.resync_task(task)
+            return False
+
+    def _patch_annotations(self, task: TaskInfo, ann: dict[str, str | None]) -> None:
+        if self.status_updater is None:
+            return
+        try:
+            self.status_updater.patch_pod_annotations(task.namespace, task.name, ann)
+        except Exception as e:  # noqa: BLE001
+            self.stats["status_write_errors"] += 1
+            self._error(f"Failed to patch pipeline annotations of {task.namespace}/{task.name}: {e}")
+            self.resync_task(task)
+
+    # ==== bind ===================================================================================
+    def add_bind_task(self, bind_context: TaskInfo | BindContext) -> None:
+        """AddBindTask: cache task → Binding and onto the node (Binding branch: must fit Idle);
+        on error the status is reverted and the error raised. Then the bind is queued (and, in
+        "sync" bind_mode, executed at once)."""
+        ctx = bind_context if isinstance(bind_context, BindContext) else BindContext(bind_context)
+        sw = self.switches
+        with self.mutex:
+            job, task = self._find_job_and_task(ctx.task_info)
+            node = self.nodes.get(ctx.task_info.node_name)
+            if node is None:
+                raise CacheError(f"failed to bind Task {task.uid} to host {ctx.task_info.node_name}, "
+                                 f"host does not exist")
+            original = task.status
+            original_nnn = task.nominated_node_name
+            job.update_task_status(task, BINDING)
+            clears_nomination = sw.cache_pipeline or sw.sync_nominated_node
+            if clears_nomination:
+                task.nominated_node_name = ""
+                ctx.task_info.nominated_node_name = ""
+            on_node = f"{task.namespace}/{task.name}" in node.tasks
+            try:
+                if on_node and (sw.update_task_on_bind or sw.annotation_persistence):
+                    self._node_update_task(node, task)
+                else:
+                    node.add_task(task)
+            except TaskNodeError:
+                if clears_nomination:
+                    task.nominated_node_name = original_nnn
+                    ctx.task_info.nominated_node_name = original_nnn
+                job.update_task_status(task, original)
+                raise
+            pod_nnn = (task.pod.get("status") or _EMPTY).get("nominatedNodeName") or ""
+            if sw.nominate_for_expectation:
+                # KEP-5278: announce the target node before binding
+                if pod_nnn != node.name:
+                    self._write_nominated_node_name(task, node.name)
+            elif clears_nomination and (original_nnn or pod_nnn):
+                self._write_nominated_node_name(task, "")
+            if sw.annotation_persistence:
+                ann = (task.pod.get("metadata") or _EMPTY).get("annotations") or _EMPTY
+                if PIPELINED_STATUS_ANNOTATION in ann or PIPELINED_NODE_ANNOTATION in ann or original == PIPELINED:
+                    self._patch_annotations(task, {PIPELINED_STATUS_ANNOTATION: None,
+                                                   PIPELINED_NODE_ANNOTATION: None,
+                                                   EVICTION_OCCURRED_ANNOTATION: None})
+            self.bind_queue.append(ctx)
+            if self.bind_mode == "sync":
+                self.process_bind_task()
+
+    def process_bind_task(self) -> int:
+        """Drain the bind queue into binder calls of ``batch_num`` tasks each; returns binds tried."""
+        n = 0
+        with self.mutex:
+            while self.bind_queue:
+                batch = self.bind_queue[:self.batch_num]
+                del self.bind_queue[:self.batch_num]
+                self.bind(batch)
+                n += len(batch)
+        return n
+
+    def bind(self, bind_contexts: list[TaskInfo | BindContext]) -> dict[str, str]:
+        """Cache.Bind: call the binder; for each failed task write PodScheduled=False
+        (reason SchedulerError) and resync it. Returns {uid: error}."""
+        ctxs = [c if isinstance(c, BindContext) else BindContext(c) for c in bind_contexts]
+        if not ctxs:
+            return {}
+        tasks = [c.task_info for c in ctxs]
+        with self.mutex:
+            try:
+                errs = self.binder.bind(tasks) if self.binder is not None else {}
+            except Exception as e:  # noqa: BLE001 — a binder that raises fails the whole batch
+                errs = {t.uid: str(e) for t in tasks}
+            for c in ctxs:
+                reason = errs.get(c.task_info.uid)
+                if reason is None:
+                    continue
+                self.stats["bind_errors"] += 1
+                msg = f"failed to bind to node {c.task_info.node_name}: {reason}"
+                self._error(msg)
+                try:
+                    self.task_unschedulable(c.task_info, POD_REASON_SCHEDULER_ERROR, msg, "")
+                except Exception as e:  # noqa: BLE001
+                    self._error(f"Failed to update pod status when bind task error: {e}")
+                self.resync_task(c.task_info)
+            return dict(errs)
+
+    # ==== resync =================================================================================
+    def resync_task(self, task: TaskInfo) -> None:
+        """resyncTask: queue "job/uid" for process_resync_task."""
+        key = f"{task.job}/{task.uid}"
+        if key not in self.err_tasks:
+            self.err_tasks[key] = 0
+        self.stats["resyncs"] += 1
+
+    def process_resync_task(self, max_items: int | None = None) -> int:
+        """One pass over the queued tasks (Volcano's worker loop): GET the pod; gone → delete the
+        task; else rebuild it and updateTask(old, new). Failed syncs stay queued. Returns the
+        number of tasks synced."""
+        synced = 0
+        with self.mutex:
+            keys = list(self.err_tasks)
+            if max_items is not None:
+                keys = keys[:max_items]
+            for key in keys:
+                job_id, _, uid = key.rpartition("/")
+                job = self.jobs.get(job_id)
+                task = job.tasks.get(uid) if job is not None else None
+                if task is None:
+                    del self.err_tasks[key]  # Forget: nothing left to sync
+                    continue
+                try:
+                    self._sync_task(task)
+                except Exception as e:  # noqa: BLE001 — retry later (rate-limited in Volcano)
+                    if isinstance(e, FatalCacheError):
+                        raise
+                    self.stats["resync_failures"] += 1
+                    self.err_tasks[key] += 1
+                    self.err_tasks.move_to_end(key)
+                    self._error(f"Failed to sync task {task.namespace}/{task.name}, retry it: {e}")
+                    continue
+                del self.err_tasks[key]
+                synced += 1
+        return synced
+
+    def _sync_task(self, old: TaskInfo) -> None:
+        getter = self.pod_getter
+        if getter is None:
+            raise CacheError(f"failed to get Pod <{old.namespace}/{old.name}>: no pod getter configured")
+        new_pod = getter.get_pod(old.namespace, old.name)
+        if new_pod is None:
+            self._delete_task(old)
+            return
+        new = self.new_task_info(new_pod)
+        self._delete_task(old)
+        self._add_task(new)
+
+    # ==== session close write-back ===============================================================
+    def update_job_status(self, job: JobInfo, update_pg: bool = False, update_pg_annotations: bool = False,
+                          update_job_info: bool = False) -> JobInfo:
+        """UpdateJobStatus: write the PodGroup when asked, then RecordJobStatusEvent."""
+        if update_pg or update_pg_annotations:
+            if update_pg_annotations:
+                with self.mutex:
+                    cj = self.jobs.get(job.uid)
+                    if cj is not None and cj.pod_group is not None and job.pod_group is not None:
+                        key = "volcano.sh/allocated-hyper-node"
+                        cann = _md(cj.pod_group).get("annotations")
+                        if cann is not None:
+                            cann[key] = (_md(job.pod_group).get("annotations") or _EMPTY).get(key, "")
+            if self.status_updater is not None and job.pod_group is not None:
+                pg = self.status_updater.update_pod_group(job.pod_group)
+                if pg is not None:
+                    job.pod_group = pg
+        if update_job_info:
+            with self.mutex:
+                cj = self.jobs.get(job.uid)
+                if cj is not None:
+                    cj.allocated_hyper_node = job.allocated_hyper_node
+        self.record_job_status_event(job, update_pg)
+        return job
+
+    def record_job_status_event(self, job: JobInfo, update_pg: bool = False) -> None:
+        """For every Allocated, Pending and Pipelined task of the (session) job: PodScheduled=False
+        with TaskSchedulingReason; v1.14.0 also writes the nomination of a Pipelined context whose
+        eviction occurred (PR #5045 / cache_pipeline removes that)."""
+        base = job.fit_error() or ALL_NODE_UNAVAILABLE_MSG
+        session_end_nomination = not self.switches.cache_pipeline
+        for st in (ALLOCATED, PENDING, PIPELINED):
+            for t in list((job.task_status_index.get(st) or _EMPTY).values()):
+                if t.sch_gated:
+                    continue
+                reason, msg, nnn = job.task_scheduling_reason(t.uid)
+                if not msg:
+                    msg = base
+                try:
+                    self.task_unschedulable(t, reason, msg, nnn if session_end_nomination else "")
+                except Exception as e:  # noqa: BLE001
+                    self.stats["status_write_errors"] += 1
+                    self._error(f"Failed to update unschedulable task status {t.namespace}/{t.name}: {e}")
+
+    def task_unschedulable(self, task: TaskInfo, reason: str, message: str, nominated_node_name: str = "") -> bool:
+        """Write PodScheduled=False (and, if non-empty and different, the nomination) when it changed.
+        The cache's own pod is not touched: the informer delivers the change. Returns True if written."""
+        pod = task.pod
+        status = pod.get("status") or _EMPTY
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+        old = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
+        update_cond = old is None or any(old.get(k) != cond[k] for k in ("status", "reason", "message"))
+        update_nnn = bool(nominated_node_name) and status.get("nominatedNodeName", "") != nominated_node_name
+        if not (update_cond or update_nnn) or self.status_updater is None:
+            return False
+        new_pod = dict(pod)
+        new_status = copy_object(dict(status))
+        if update_cond:
+            conds = [c for c in new_status.get("conditions") or () if c.get("type") != "PodScheduled"]
+            conds.append(cond)
+            new_status["conditions"] = conds
+        if update_nnn:
+            new_status["nominatedNodeName"] = nominated_node_name
+        new_pod["status"] = new_status
+        self.status_updater.update_pod_status(new_pod)
+        return True
+
+    # ==== inspection =============================================================================
+    def digest(self) -> dict:
+        """{"tasks": {uid: [status, node]}, "nodes": {name: {"idle", "used", "releasing", "pipelined"}}}
+        Status in Volcano's spelling ("Pipelined"); resources in plain units (Resource.to_plain)."""
+        with self.mutex:
+            tasks: dict[str, list] = {}
+            for job in self.jobs.values():
+                for t in job.tasks.values():
+                    tasks[t.uid] = [str(t.status), t.node_name]
+            nodes: dict[str, dict] = {}
+            for name, ni in self.nodes.items():
+                for t in ni.tasks.values():
+                    tasks.setdefault(t.uid, [str(t.status), t.node_name])
+                nodes[name] = ni.to_dict()
+            return {"tasks": dict(sorted(tasks.items())), "nodes": dict(sorted(nodes.items()))}
+
+    def find_task(self, namespace: str, name: str) -> TaskInfo | None:
+        """The cache's task for a pod (from its job, else from the node it is on)."""
+        key = f"{namespace}/{name}"
+        with self.mutex:
+            for job in self.jobs.values():
+                for t in job.tasks.values():
+                    if t.name == name and t.namespace == namespace:
+                        return t
+            for ni in self.nodes.values():
+                t = ni.tasks.get(key)
+                if t is not None:
+                    return t
+        return None
+
+    def pod_group_pending(self, job_id: str) -> bool:
+        job = self.jobs.get(job_id)
+        return job is None or job.pod_group_phase in (PodGroupPhase.PENDING, "")
+
+    def __repr__(self) -> str:
+        return (f"SchedulerCache({len(self.jobs)} jobs, {len(self.nodes)} nodes, {len(self.queues)} queues, "
+                f"switches={self.switches.enabled()})")

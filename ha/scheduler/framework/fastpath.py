@@ -1,0 +1,487 @@
+"""A vectorised allocate path with exactly Volcano's (the scalar model's) results.
+
+The scalar allocate path examines up to ``calculate_num_of_feasible_nodes_to_find`` nodes per task
+(500 of 5,000) through a per-node Python call chain: resource fit on FutureIdle, the predicates
+plugin, then per-node nodeorder / binpack scores plus nodeorder's batch (taint) score. This module
+does the same work over numpy arrays:
+
+* **node arrays** (FutureIdle and Idle per dimension, the k8s view's pod counts and requests,
+  binpack's Used/Allocatable) are built once per session and kept current through *sinks*: every
+  ``NodeInfo.add_task/remove_task`` and ``K8sNodeInfo`` pod change adds the node's name to a set,
+  and the rows named there are re-read from the objects before the next task — the arrays hold the
+  objects' own float values, so no arithmetic is re-implemented for accounting;
+* **predicates**: resource fit ``InitResreq ≤ FutureIdle`` (Volcano's epsilon rule: ``l − r < 0.1``
+  is the same test as ``l < r or |l − r| < 0.1``) and, for a task without tolerations, node
+  selector / required affinity and host ports, the predicates plugin's verdict (pod count,
+  unschedulable, NoSchedule/NoExecute taints) as masks; other tasks run the plugin predicate per
+  node, only on resource-fitting nodes, in scan order. The scan keeps the predicate helper's
+  rotating start index and stop rule (``numFeasibleNodes``) exactly;
+* **scores**: nodeorder's least/most-allocated and balanced-allocation formulas in int64 / float64
+  with the same operation order and integer truncation as the scalar functions, binpack in
+  float64 in the same order, the batch taint score normalised over the scored group; ties are
+  broken with the session RNG exactly as ``select_best_node_and_score``.
+
+Whatever it does not cover falls back to the scalar code: per session (plugins with predicate /
+node-order / map / reduce / best-node functions other than ``predicates``, ``nodeorder``,
+``binpack``; a node without a Node object; values beyond 2**53), per task (a task role with the
+predicate error cache on, preferred node affinity or GPU requests for scoring, …) and per call
+(no feasible node: the scalar scan runs to produce the exact FitErrors).
+
+``ENABLED`` (env ``HA_ALLOCATE_FASTPATH=0`` turns it off) is read when a session's allocate starts.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ha.scheduler.api import TaskStatus, ZERO
+
+__all__ = ["ENABLED", "AllocateFastPath", "for_session", "unsupported_reason"]
+
+ENABLED = os.environ.get("HA_ALLOCATE_FASTPATH", "1").lower() not in ("0", "false", "off", "no")
+
+_EXACT = float(2 ** 53)  # ints beyond this do not survive float64 (balanced: int / int)
+_EPS = 0.1               # Volcano's minResource
+_MISSING = object()
+_EMPTY: dict = {}
+
+
+def for_session(ssn: Any) -> "AllocateFastPath | None":
+    """The session's fast path, built on first use; None when disabled or not applicable."""
+    if not ENABLED:
+        return None
+    fp = getattr(ssn, "_allocate_fastpath", _MISSING)
+    if fp is _MISSING:
+        reason = unsupported_reason(ssn)
+        fp = AllocateFastPath(ssn) if reason is None else None
+        if fp is not None and not fp.ok:
+            reason, fp = fp.reason, None
+        ssn._allocate_fastpath = fp
+        ssn.fastpath_reason = reason
+    return fp
+
+
+# ------------------------------------------------------------------------------------- applicability
+
+def _names(ssn: Any, flag: str, fns: dict) -> list[str]:
+    return [opt.name for _, opt, _ in ssn._enabled(flag, fns)]
+
+
+def _qualname(fn: Any) -> str:
+    return getattr(getattr(fn, "__func__", fn), "__qualname__", "")
+
+
+def unsupported_reason(ssn: Any) -> str | None:
+    """Why this session's configuration is not covered (None: covered)."""
+    from ha.scheduler.plugins.binpack import BinpackPlugin
+    from ha.scheduler.plugins.nodeorder import NodeOrderPlugin
+    from ha.scheduler.plugins.predicates import PredicatesPlugin
+
+    pred = _names(ssn, "enabled_predicate", ssn.predicate_fns)
+    if pred:
+        if pred != ["predicates"] or type(ssn.plugins.get("predicates")) is not PredicatesPlugin:
+            return f"predicate functions {pred}"
+        if not _qualname(ssn.predicate_fns["predicates"]).startswith("PredicatesPlugin.on_session_open"):
+            return "foreign predicates function"
+    order = _names(ssn, "enabled_node_order", ssn.node_order_fns)
+    if len(set(order)) != len(order) or not set(order) <= {"nodeorder", "binpack"}:
+        return f"node-order functions {order}"
+    if "nodeorder" in order and (type(ssn.plugins.get("nodeorder")) is not NodeOrderPlugin or not _qualname(
+            ssn.node_order_fns["nodeorder"]).startswith("NodeOrderPlugin.on_session_open")):
+        return "foreign nodeorder function"
+    if "binpack" in order and (type(ssn.plugins.get("binpack")) is not BinpackPlugin or not _qualname(
+            ssn.node_order_fns["binpack"]).startswith("BinpackPlugin.on_session_open")):
+        return "foreign binpack function"
+    batch = _names(ssn, "enabled_node_order", ssn.batch_node_order_fns)
+    if batch:
+        if batch != ["nodeorder"] or type(ssn.plugins.get("nodeorder")) is not NodeOrderPlugin:
+            return f"batch node-order functions {batch}"
+        if getattr(ssn.batch_node_order_fns["nodeorder"], "__func__", None) is not NodeOrderPlugin.batch_scores:
+            return "foreign nodeorder batch function"
+    for flag, fns, what in (("enabled_node_order", ssn.node_map_fns, "node map"),
+                            ("enabled_node_order", ssn.node_reduce_fns, "node reduce"),
+                            ("enabled_best_node", ssn.best_node_fns, "best node")):
+        got = _names(ssn, flag, fns)
+        if got:
+            return f"{what} functions {got}"
+    nodes = ssn.node_list
+    if not nodes:
+        return "no nodes"
+    seen = set()
+    for n in nodes:
+        if n.node is None:
+            return f"node {n.name} has no Node object"
+        if n.name in seen or ssn.nodes.get(n.name) is not n:
+            return f"node {n.name} listed twice or not in ssn.nodes"
+        seen.add(n.name)
+    return None
+
+
+# ------------------------------------------------------------------------------------- per-task facts
+
+class _TaskFacts:
+    __slots__ = ("rows", "req", "simple", "nz_cpu", "nz_mem", "pl_cpu", "pl_mem", "pl_zero",
+                 "vector_nodeorder", "affinity", "tolerations", "binpack_dims")
+
+
+def _spec(pod: dict) -> dict:
+    return (pod or _EMPTY).get("spec") or _EMPTY
+
+
+# ------------------------------------------------------------------------------------- the fast path
+
+class AllocateFastPath:
+    """Per-session node arrays and the vectorised predicate / prioritise steps of allocate."""
+
+    def __init__(self, ssn: Any):
+        from ha.scheduler.plugins.k8s_nodes import node_map, pod_host_ports
+        from ha.scheduler.plugins import nodeorder as _no
+        from ha.scheduler.plugins import predicates as _pr
+        self._no, self._pr, self._host_ports = _no, _pr, pod_host_ports
+        self.ssn = ssn
+        self.ok, self.reason = True, None
+        self.node_list = ssn.node_list
+        self.n = len(self.node_list)
+        self.index = {n.name: i for i, n in enumerate(self.node_list)}
+        self.view = node_map(ssn)
+        self.views = [self.view.get(n.name) for n in self.node_list]
+        if any(v is None for v in self.views):
+            self.ok, self.reason = False, "node missing from the k8s view"
+            return
+        self.self_exclusion = bool(getattr(ssn.switches, "self_exclusion", False))
+        self.tasks: dict[Any, _TaskFacts] = {}
+        self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0}
+
+        # plugins
+        pred = ssn.plugins.get("predicates") if _names(ssn, "enabled_predicate", ssn.predicate_fns) else None
+        self.pred = pred
+        self.order = _names(ssn, "enabled_node_order", ssn.node_order_fns)
+        self.nodeorder = ssn.plugins.get("nodeorder") if "nodeorder" in self.order else None
+        self.binpack = ssn.plugins.get("binpack") if "binpack" in self.order else None
+        batch = _names(ssn, "enabled_node_order", ssn.batch_node_order_fns)
+        self.batch_taint_w = ssn.plugins["nodeorder"].taint_toleration_weight if batch else None
+
+        n = self.n
+        # static node facts (Node objects do not change within a session)
+        unsched = np.zeros(n, dtype=bool)
+        ns_taint = np.zeros(n, dtype=bool)
+        self.pns_count = np.zeros(n, dtype=np.int64)   # PreferNoSchedule taints (no tolerations)
+        for i, node in enumerate(self.node_list):
+            k8s = node.node
+            spec = k8s.get("spec") or _EMPTY
+            unsched[i] = bool(spec.get("unschedulable"))
+            for t in spec.get("taints") or ():
+                eff = t.get("effect")
+                if eff in ("NoSchedule", "NoExecute"):
+                    ns_taint[i] = True
+                elif eff == "PreferNoSchedule":
+                    self.pns_count[i] += 1
+        self.has_pns = bool(self.pns_count.any())
+        if pred is not None:
+            self.static_block = unsched | (ns_taint if pred.taint_toleration_enable else False)
+        else:
+            self.static_block = np.zeros(n, dtype=bool)
+
+        # dynamic arrays; dims: cpu, memory, then scalars as tasks ask for them
+        self.dims: list[str] = ["cpu", "memory"]
+        self.dim_row: dict[str, int] = {"cpu": 0, "memory": 1}
+        self.fi = np.zeros((2, n))
+        self.idle = np.zeros((2, n))
+        self.pods_max = np.zeros(n, dtype=np.int64)
+        self.pod_count = np.zeros(n, dtype=np.int64)
+        self.plugin_ok = np.ones(n, dtype=bool)
+        self.pods_ok = np.ones(n, dtype=bool)
+        # k8s view (ints): allocatable, non-zero requested, requested for cpu / memory
+        self.k_alloc = np.zeros((2, n), dtype=np.int64)
+        self.k_nz = np.zeros((2, n), dtype=np.int64)
+        self.k_req = np.zeros((2, n), dtype=np.int64)
+        # binpack: Volcano Used / Allocatable per resource name
+        self.bp_used: dict[str, np.ndarray] = {}
+        self.bp_alloc: dict[str, np.ndarray] = {}
+        self.regular = True   # every node has cpu and memory in the k8s allocatable
+        for i in range(n):
+            self._load_row(i)
+        if not self.ok:
+            return
+        self.regular = bool((self.k_alloc != 0).all())
+        self.dirty: set = set()
+        for node, v in zip(self.node_list, self.views):
+            node._sink = self.dirty
+            v.sink = self.dirty
+
+    # -- rows -----------------------------------------------------------------------------------
+    def _load_row(self, i: int) -> None:
+        node = self.node_list[i]
+        fi = node.future_idle()
+        idle = node.idle
+        for d, r in self.dim_row.items():
+            self.fi[r, i] = fi.get(d)
+            self.idle[r, i] = idle.get(d)
+        self.pods_max[i] = node.allocatable.max_task_num
+        v = self.views[i]
+        pc = v.pod_count()
+        self.pod_count[i] = pc
+        ok = self.pods_max[i] > pc
+        self.pods_ok[i] = ok
+        self.plugin_ok[i] = ok and not self.static_block[i] if self.pred is not None else True
+        for r, d in enumerate(("cpu", "memory")):
+            a = v.allocatable.get(d, 0)
+            nz = v.non_zero_requested.get(d, 0)
+            rq = v.requested.get(d, 0)
+            if max(abs(a), abs(nz), abs(rq)) * 101 >= _EXACT:
+                self.ok, self.reason = False, f"k8s quantities of node {node.name} too large"
+            self.k_alloc[r, i] = a
+            self.k_nz[r, i] = nz
+            self.k_req[r, i] = rq
+        for d, arr in self.bp_used.items():
+            arr[i] = node.used.get(d)
+            self.bp_alloc[d][i] = node.allocatable.get(d)
+
+    def _sync(self) -> None:
+        d = self.dirty
+        if d:
+            idx = self.index
+            for name in list(d):
+                i = idx.get(name)
+                if i is not None:
+                    self._load_row(i)
+            d.clear()
+
+    def _add_dim(self, name: str) -> None:
+        row = len(self.dims)
+        self.dims.append(name)
+        self.dim_row[name] = row
+        fi = np.zeros(self.n)
+        idle = np.zeros(self.n)
+        for i, node in enumerate(self.node_list):
+            fi[i] = node.future_idle().get(name)
+            idle[i] = node.idle.get(name)
+        self.fi = np.vstack([self.fi, fi])
+        self.idle = np.vstack([self.idle, idle])
+
+    def _add_bp_dim(self, name: str) -> None:
+        self.bp_used[name] = np.array([n.used.get(name) for n in self.node_list], dtype=float)
+        self.bp_alloc[name] = np.array([n.allocatable.get(name) for n in self.node_list], dtype=float)
+
+    # -- per-task facts -------------------------------------------------------------------------
+    def _facts(self, task: Any) -> _TaskFacts:
+        f = self.tasks.get(task.uid)
+        if f is not None:
+            return f
+        f = _TaskFacts()
+        r = task.init_resreq
+        dims = ["cpu", "memory"] + list(r.scalar_resources or ())
+        for d in dims:
+            if d not in self.dim_row:
+                self._add_dim(d)
+        f.rows = np.array([self.dim_row[d] for d in dims], dtype=np.intp)
+        f.req = np.array([r.get(d) for d in dims], dtype=float)[:, None]
+        pod = task.pod
+        spec = _spec(pod)
+        pred = self.pred
+        f.tolerations = bool(spec.get("tolerations"))
+        simple = not f.tolerations
+        if pred is not None and pred.node_affinity_enable:
+            required = (((spec.get("affinity") or _EMPTY).get("nodeAffinity") or _EMPTY)
+                        .get("requiredDuringSchedulingIgnoredDuringExecution")) or None
+            if spec.get("nodeSelector") or required is not None:
+                simple = False
+        if pred is not None and pred.node_ports_enable and self._host_ports(pod):
+            simple = False
+        f.simple = simple or pred is None
+        # nodeorder inputs
+        from ha.scheduler.plugins.k8s_nodes import cached_pod_requests
+        memo = self.views[0].memo
+        nz = cached_pod_requests(memo, pod, True)
+        pl = cached_pod_requests(memo, pod, False)
+        f.nz_cpu, f.nz_mem = nz.get("cpu", 0), nz.get("memory", 0)
+        f.pl_cpu, f.pl_mem = pl.get("cpu", 0), pl.get("memory", 0)
+        gpu = pl.get("nvidia.com/gpu", 0)
+        f.pl_zero = f.pl_cpu == 0 and f.pl_mem == 0 and gpu == 0
+        big = max(abs(f.nz_cpu), abs(f.nz_mem), abs(f.pl_cpu), abs(f.pl_mem)) * 101 >= _EXACT
+        f.vector_nodeorder = self.regular and gpu == 0 and not big
+        preferred = (((spec.get("affinity") or _EMPTY).get("nodeAffinity") or _EMPTY)
+                     .get("preferredDuringSchedulingIgnoredDuringExecution")) or []
+        f.affinity = bool(preferred)
+        # binpack: (name, request, weight) in resource_names() order, as binpacking_score walks it
+        f.binpack_dims = []
+        if self.binpack is not None:
+            w = self.binpack.weight
+            for d in task.resreq.resource_names():
+                q = task.resreq.get(d)
+                if q == 0:
+                    continue
+                rw = w.binpacking_resources.get(d)
+                if rw is None:
+                    continue
+                if d not in self.bp_used:
+                    self._add_bp_dim(d)
+                f.binpack_dims.append((d, q, rw))
+        self.tasks[task.uid] = f
+        return f
+
+    # -- predicate ------------------------------------------------------------------------------
+    def predicate_nodes(self, task: Any, ph: Any, enable_error_cache: bool) -> np.ndarray | None:
+        """Indices (into ``ssn.node_list``, in scan order) of the nodes the scalar
+        ``PredicateHelper.predicate_nodes`` would return, advancing its start index the same way;
+        an empty array (start index untouched) when no node is feasible, so that the caller runs
+        the scalar scan for the exact FitErrors; None when this task needs the scalar path."""
+        from ha.scheduler.framework.util import (_get_last_index, _set_last_index,
+                                                 calculate_num_of_feasible_nodes_to_find)
+        ssn = self.ssn
+        if not self.ok or ssn.node_list is not self.node_list or len(self.node_list) != self.n:
+            return None
+        role = getattr(task, "task_role", "") or ""
+        if role and enable_error_cache:
+            self.stats["scalar_predicate"] += 1
+            return None  # the per-(job, role) error cache needs every node's error
+        self._sync()
+        if not self.ok:
+            return None
+        f = self._facts(task)
+        n = self.n
+        rows = f.rows
+        fi = self.fi if (len(rows) == self.fi.shape[0] and (rows == np.arange(len(rows))).all()) else self.fi[rows]
+        fit = ((f.req - fi) < _EPS).all(axis=0)
+        mask = fit & (self.plugin_ok if f.simple else self.pods_ok)
+        if self.self_exclusion and task.status == TaskStatus.PIPELINED:
+            j = self.index.get(task.node_name)
+            if j is not None:
+                from ha.scheduler.actions.allocate import future_idle_for
+                node = self.node_list[j]
+                ok = task.init_resreq.less_equal(future_idle_for(ssn, task, node), ZERO)
+                mask[j] = ok and (self.plugin_ok[j] if f.simple else self.pods_ok[j])
+        cand = np.flatnonzero(mask)
+        start = _get_last_index(ph._owner) % n
+        if start:
+            k = int(np.searchsorted(cand, start))
+            if k:
+                cand = np.concatenate((cand[k:], cand[:k]))
+        to_find = calculate_num_of_feasible_nodes_to_find(n)
+        if f.simple:
+            sel = cand[:to_find]
+            full = len(sel) >= to_find
+        else:
+            self.stats["scalar_predicate"] += 1
+            found: list[int] = []
+            pfn = ssn.predicate_for_allocate_action
+            nl = self.node_list
+            for j in cand.tolist():
+                if pfn(task, nl[j]) is None:
+                    found.append(j)
+                    if len(found) >= to_find:
+                        break
+            sel = np.array(found, dtype=np.intp)
+            full = len(found) >= to_find
+        if len(sel) == 0:
+            self.stats["scalar_rerun"] += 1
+            return sel
+        processed = (int(sel[-1]) - start) % n + 1 if full else n
+        _set_last_index(ph._owner, (start + processed) % n)
+        self.stats["fast"] += 1
+        return sel
+
+    # -- prioritise -----------------------------------------------------------------------------
+    def prioritize_nodes(self, task: Any, sel: np.ndarray) -> Any:
+        """``AllocateAction.prioritize_nodes`` over the nodes ``sel``: the Idle-fit group first,
+        else the FutureIdle-fit group; best score, ties broken with the session RNG."""
+        f = self._facts(task)
+        rows = f.rows
+        idle = self.idle[rows][:, sel] if len(rows) != self.idle.shape[0] or not (
+            rows == np.arange(len(rows))).all() else self.idle[:, sel]
+        idle_fit = ((f.req - idle) < _EPS).all(axis=0)
+        n_idle = int(idle_fit.sum())
+        group = sel[idle_fit] if n_idle else sel
+        if len(group) == 1:
+            return self.node_list[int(group[0])]
+        scores = self.scores(task, f, group)
+        if scores is None:
+            return None
+        m = scores.max()
+        ties = group[scores == m]
+        return self.node_list[int(ties[self.ssn.rng.randrange(len(ties))])]
+
+    def scores(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray | None:
+        """``prioritize_nodes``' per-node total: Σ node-order scores (tier order) + batch score."""
+        prio = np.zeros(len(g))
+        for name in self.order:
+            if name == "nodeorder":
+                prio = prio + self._nodeorder(task, f, g)
+            else:
+                prio = prio + self._binpack(task, f, g)
+        if self.batch_taint_w is not None:
+            prio = prio + self._taint(task, f, g)
+        return prio
+
+    def _nodeorder(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray:
+        p = self.nodeorder
+        if not f.vector_nodeorder:
+            self.stats["scalar_score"] += 1
+            nl, views = self.node_list, self.views
+            return np.array([p.node_score(views[j], task) for j in g.tolist()], dtype=float)
+        total = np.zeros(len(g), dtype=np.int64)
+        if p.least_req_weight or p.most_req_weight:
+            a_c, a_m = self.k_alloc[0, g], self.k_alloc[1, g]
+            r_c = self.k_nz[0, g] + f.nz_cpu
+            r_m = self.k_nz[1, g] + f.nz_mem
+            if p.least_req_weight:
+                s_c = np.where(r_c > a_c, 0, (a_c - r_c) * 100 // a_c)
+                s_m = np.where(r_m > a_m, 0, (a_m - r_m) * 100 // a_m)
+                total += ((s_c * 50 + s_m * 50) // 100) * p.least_req_weight
+            if p.most_req_weight:
+                s_c = np.minimum(r_c, a_c) * 100 // a_c
+                s_m = np.minimum(r_m, a_m) * 100 // a_m
+                total += ((s_c + s_m) // 2) * p.most_req_weight
+        if p.balanced_resource_weight and not f.pl_zero:
+            a_c, a_m = self.k_alloc[0, g], self.k_alloc[1, g]
+            f_c = np.minimum((self.k_req[0, g] + f.pl_cpu) / a_c, 1.0)
+            f_m = np.minimum((self.k_req[1, g] + f.pl_mem) / a_m, 1.0)
+            std = np.abs((f_c - f_m) / 2)
+            total += ((1 - std) * 100).astype(np.int64) * p.balanced_resource_weight
+        if p.node_affinity_weight and f.affinity:
+            pod, nl = task.pod, self.node_list
+            aff = np.array([self._no.node_affinity_score(pod, nl[j].node) for j in g.tolist()], dtype=np.int64)
+            total += aff * p.node_affinity_weight
+        return total.astype(float)
+
+    def _binpack(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray:
+        w = self.binpack.weight
+        score = np.zeros(len(g))
+        over = np.zeros(len(g), dtype=bool)
+        weight_sum = 0
+        for d, q, rw in f.binpack_dims:
+            if rw != 0:
+                cap = self.bp_alloc[d][g]
+                used_finally = q + self.bp_used[d][g]
+                nonzero = cap != 0
+                over |= nonzero & (used_finally > cap)
+                part = np.zeros(len(g))
+                np.divide(used_finally * rw, cap, out=part, where=nonzero)
+                score = score + part
+            weight_sum += rw
+        if weight_sum > 0:
+            score = score / weight_sum
+        out = score * 100 * w.binpacking_weight
+        out[over] = 0.0
+        return out
+
+    def _taint(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray:
+        w = self.batch_taint_w
+        if not w:
+            return np.zeros(len(g))
+        if not self.has_pns:
+            return np.full(len(g), float(100 * w))
+        if f.tolerations:
+            raw = np.zeros(len(g), dtype=np.int64)
+            pod, nl = task.pod, self.node_list
+            cnt = self.pns_count[g]
+            for pos in np.flatnonzero(cnt).tolist():
+                raw[pos] = self._no.intolerable_prefer_no_schedule(pod, nl[int(g[pos])].node)
+        else:
+            raw = self.pns_count[g]
+        top = int(raw.max()) if len(raw) else 0
+        if top == 0:
+            return np.full(len(g), float(100 * w))
+        return ((100 - 100 * raw // top) * w).astype(float)

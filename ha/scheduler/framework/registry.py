@@ -1,0 +1,50 @@
+"""Plugin builder registry (``framework.RegisterPluginBuilder`` / ``GetPluginBuilder``).
+
+A builder is ``builder(arguments: dict) -> Plugin``. Plugin modules register themselves at import
+time; ``open_session`` imports ``ha.scheduler.plugins`` so that importing it fills this registry.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+__all__ = ["Plugin", "PluginBuilder", "register_plugin_builder", "get_plugin_builder",
+           "registered_plugin_names", "unregister_plugin_builder"]
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """What a plugin is to the session (``framework.Plugin``)."""
+
+    def name(self) -> str: ...
+
+    def on_session_open(self, ssn: Any) -> None: ...
+
+    def on_session_close(self, ssn: Any) -> None: ...
+
+
+PluginBuilder = Callable[[dict], Plugin]
+
+_builders: dict[str, PluginBuilder] = {}
+
+
+def register_plugin_builder(name: str, builder: PluginBuilder) -> None:
+    """Register (or replace) the builder of the plugin called ``name``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("plugin name must be a non-empty string")
+    if not callable(builder):
+        raise TypeError(f"builder of plugin {name!r} is not callable")
+    _builders[name] = builder
+
+
+def unregister_plugin_builder(name: str) -> None:
+    """For tests that register throw-away plugins."""
+    _builders.pop(name, None)
+
+
+def get_plugin_builder(name: str) -> PluginBuilder | None:
+    """The builder registered under ``name``, or None."""
+    return _builders.get(name)
+
+
+def registered_plugin_names() -> list[str]:
+    return sorted(_builders)

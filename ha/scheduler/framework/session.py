@@ -1,0 +1,1045 @@
+"""The scheduling session (``framework/session.go``, ``session_plugins.go``, ``framework.go``).
+
+A session is a snapshot of the cache plus the functions the plugins registered for it. Actions
+work on the snapshot; only ``Statement.commit`` (and the few direct ``Session`` operations that
+Volcano also has) reach the cache.
+
+Registration API (what plugins call in ``on_session_open``), each ``add_*_fn(plugin_name, fn)``:
+
+=============================== ==================================================== ==========================
+method                          fn signature                                          enabled flag / aggregator
+=============================== ==================================================== ==========================
+add_job_order_fn                (l_job, r_job) -> int (<0: l first, 0: no opinion)   enabled_job_order
+add_queue_order_fn              (l_queue, r_queue) -> int                            enabled_queue_order
+add_victim_queue_order_fn       (l_queue, r_queue, preemptor_queue) -> int           (no flag)
+add_cluster_order_fn            (l, r) -> int                                        enabled_cluster_order
+add_task_order_fn               (l_task, r_task) -> int                              enabled_task_order
+add_sub_job_order_fn            (l, r) -> int                                        enabled_sub_job_order
+add_preemptable_fn              (preemptor, preemptees) -> (victims, vote)           enabled_preemptable
+add_reclaimable_fn              (reclaimer, reclaimees) -> (victims, vote)           enabled_reclaimable
+add_job_ready_fn                (job) -> bool                                        enabled_job_ready
+add_job_pipelined_fn            (job) -> vote int (1 permit, 0 abstain, -1 reject)   enabled_job_pipelined
+add_job_starving_fns            (job) -> bool       (alias add_job_starving_fn)      enabled_job_starving
+add_job_valid_fn                (job) -> ValidateResult | None                       (no flag)
+add_job_enqueueable_fn          (job) -> vote int                                    enabled_job_enqueued
+add_job_enqueued_fn             (job) -> None                                        enabled_job_enqueued
+add_predicate_fn                (task, node) -> None | FitError | Exception (or raise) enabled_predicate
+add_pre_predicate_fn            (task) -> None | error (or raise)                    enabled_predicate
+add_best_node_fn                (task, {score: [nodes]}) -> node | None              enabled_best_node
+add_node_order_fn               (task, node) -> float                                enabled_node_order
+add_batch_node_order_fn         (task, nodes) -> {node_name: float}                  enabled_node_order
+add_node_map_fn                 (task, node) -> float                                enabled_node_order
+add_node_reduce_fn              (task, [NodeScore]) -> None (mutates scores)         enabled_node_order
+add_overused_fn                 (queue) -> bool                                      enabled_overused
+add_preemptive_fn               (queue, task) -> bool                                enabled_preemptive
+add_allocatable_fn              (queue, task) -> bool                                enabled_allocatable
+add_target_job_fn               (jobs) -> job | None                                 enabled_target_job
+add_reserved_nodes_fn           () -> None                                           enabled_reserved_nodes
+add_victim_tasks_fns            [fn(tasks) -> tasks]                                 enabled_victim
+add_sub_job_ready_fn / add_sub_job_pipelined_fn, add_hyper_node_* , add_simulate_*   stored; hypernodes and
+                                                                                     sub-groups are not modelled
+add_event_handler               EventHandler(allocate_func, deallocate_func)
+add_gang_search_space_fn        (job, ssn, purpose) -> SearchSpace | None             (no flag) gang_valid_domains
+add_gang_victim_selector_fn     (preemptor_job, needed, candidates, ctx) -> dict      (no flag) gang_victim_selector
+=============================== ==================================================== ==========================
+
+Aggregators keep Volcano's exact tier and vote rules (volcano-semantics.md §5.3, S9). The two
+seed-001 points (gang-aware eviction, framework/gang_eviction.py) are first-answer-wins in tier
+order; ``gang_evictable`` is one batched Preemptable/Reclaimable call with per-plugin overrides.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
+from ha.scheduler.framework.events import Event, EventHandler, NodeScore, ValidateResult
+from ha.scheduler.framework.fit import FitError, as_fit_error
+from ha.scheduler.framework.util import PriorityQueue, compare_task
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Session", "open_session", "close_session", "SessionError"]
+
+_session_counter = itertools.count(1)
+
+
+class SessionError(Exception):
+    pass
+
+
+def _is_enabled(opt: PluginOption, flag: str) -> bool:
+    return getattr(opt, flag, None) is True
+
+
+def _call_err(fn: Callable, *args: Any) -> Any:
+    """Predicates may return an error or raise one; normalise to a return value."""
+    try:
+        return fn(*args)
+    except FitError as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - a plugin error is a predicate error, as in Go
+        return e
+
+
+@dataclass
+class PodGroupOldState:
+    status: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, dict] = field(default_factory=dict)
+
+
+class Session:
+    """``framework.Session``. Built by :func:`open_session`; attributes mirror Volcano's.
+
+    Attributes: ``uid``, ``cache``, ``switches`` (the cache's behaviour switches), ``conf``,
+    ``jobs`` {job_id: JobInfo}, ``nodes`` {name: NodeInfo}, ``queues`` {queue_id: QueueInfo},
+    ``node_list`` [NodeInfo], ``namespace_info``, ``total_resource``, ``tiers`` [Tier],
+    ``configurations``, ``plugins`` {name: Plugin}, ``pod_group_old_state``, ``dirty_jobs``,
+    ``enabled_action_map``, ``rng`` (random tie-breaks), ``errors`` (strings recorded during
+    the session), ``nodes_in_shard`` (None: no sharding).
+    """
+
+    def __init__(self, cache: Any, conf: SchedulerConf | None = None, *, seed: int | None = None):
+        self.uid = f"ssn-{next(_session_counter)}-{uuid.uuid4().hex[:8]}"
+        self.cache = cache
+        self.conf = conf if conf is not None else default_conf()
+        self.switches = getattr(cache, "switches", None)
+        if self.switches is None:
+            from ha.scheduler.profiles import Switches
+            self.switches = Switches()
+        self.tiers: list[Tier] = list(self.conf.tiers)
+        self.configurations = list(self.conf.configurations)
+        self.enabled_action_map: dict[str, bool] = self.conf.enabled_action_map
+        self.rng = random.Random(seed if seed is not None else 0)
+        self.errors: list[str] = []
+        # what reached the cache (in order): (pod_key, node) binds, (pod_key, reason) evictions,
+        # (pod_key, node) committed pipelines
+        self.bind_log: list[tuple[str, str]] = []
+        self.evict_log: list[tuple[str, str]] = []
+        self.pipeline_log: list[tuple[str, str]] = []
+        self.closed = False
+
+        self.jobs: dict[Any, Any] = {}
+        self.nodes: dict[str, Any] = {}
+        self.queues: dict[Any, Any] = {}
+        self.namespace_info: dict[str, Any] = {}
+        self.node_list: list[Any] = []
+        self.revocable_nodes: dict[str, Any] = {}
+        self.total_resource: Any = None
+        self.total_guarantee: Any = None
+        self.total_deserved: Any = None
+        self.pod_group_old_state = PodGroupOldState()
+        self.dirty_jobs: set[Any] = set()
+        self.nodes_in_shard: set[str] | None = None
+        self.hyper_nodes_ready_to_schedule = False
+
+        self.plugins: dict[str, Any] = {}
+        self.event_handlers: list[EventHandler] = []
+        self.job_order_fns: dict[str, Callable] = {}
+        self.queue_order_fns: dict[str, Callable] = {}
+        self.victim_queue_order_fns: dict[str, Callable] = {}
+        self.task_order_fns: dict[str, Callable] = {}
+        self.cluster_order_fns: dict[str, Callable] = {}
+        self.predicate_fns: dict[str, Callable] = {}
+        self.pre_predicate_fns: dict[str, Callable] = {}
+        self.best_node_fns: dict[str, Callable] = {}
+        self.node_order_fns: dict[str, Callable] = {}
+        self.batch_node_order_fns: dict[str, Callable] = {}
+        self.node_map_fns: dict[str, Callable] = {}
+        self.node_reduce_fns: dict[str, Callable] = {}
+        self.hyper_node_order_fns: dict[str, Callable] = {}
+        self.preemptable_fns: dict[str, Callable] = {}
+        self.reclaimable_fns: dict[str, Callable] = {}
+        self.overused_fns: dict[str, Callable] = {}
+        self.preemptive_fns: dict[str, Callable] = {}
+        self.allocatable_fns: dict[str, Callable] = {}
+        self.job_ready_fns: dict[str, Callable] = {}
+        self.job_pipelined_fns: dict[str, Callable] = {}
+        self.job_valid_fns: dict[str, Callable] = {}
+        self.job_enqueueable_fns: dict[str, Callable] = {}
+        self.job_enqueued_fns: dict[str, Callable] = {}
+        self.target_job_fns: dict[str, Callable] = {}
+        self.reserved_nodes_fns: dict[str, Callable] = {}
+        self.victim_tasks_fns: dict[str, list[Callable]] = {}
+        self.job_starving_fns: dict[str, Callable] = {}
+        self.simulate_remove_task_fns: dict[str, Callable] = {}
+        self.simulate_add_task_fns: dict[str, Callable] = {}
+        self.simulate_predicate_fns: dict[str, Callable] = {}
+        self.simulate_allocatable_fns: dict[str, Callable] = {}
+        self.sub_job_ready_fns: dict[str, Callable] = {}
+        self.sub_job_pipelined_fns: dict[str, Callable] = {}
+        self.sub_job_order_fns: dict[str, Callable] = {}
+        self.hyper_node_gradient_for_job_fns: dict[str, Callable] = {}
+        self.hyper_node_gradient_for_sub_job_fns: dict[str, Callable] = {}
+        self.cycle_states: dict[Any, dict] = {}
+        self._flag_cache: dict[str | None, list] = {}
+        # seed 001 (gang-aware eviction): GangSearchSpaceFn / GangVictimSelectorFn
+        self.gang_search_space_fns: dict[str, Callable] = {}
+        self.gang_victim_selector_fns: dict[str, Callable] = {}
+
+    # ---------------------------------------------------------------------------------------------
+    # registration (session_plugins.go)
+    # ---------------------------------------------------------------------------------------------
+    def add_job_order_fn(self, name: str, fn: Callable) -> None:
+        self.job_order_fns[name] = fn
+
+    def add_queue_order_fn(self, name: str, fn: Callable) -> None:
+        self.queue_order_fns[name] = fn
+
+    def add_victim_queue_order_fn(self, name: str, fn: Callable) -> None:
+        self.victim_queue_order_fns[name] = fn
+
+    def add_cluster_order_fn(self, name: str, fn: Callable) -> None:
+        self.cluster_order_fns[name] = fn
+
+    def add_task_order_fn(self, name: str, fn: Callable) -> None:
+        self.task_order_fns[name] = fn
+
+    def add_preemptable_fn(self, name: str, fn: Callable) -> None:
+        self.preemptable_fns[name] = fn
+
+    def add_reclaimable_fn(self, name: str, fn: Callable) -> None:
+        self.reclaimable_fns[name] = fn
+
+    def add_job_ready_fn(self, name: str, fn: Callable) -> None:
+        self.job_ready_fns[name] = fn
+
+    def add_job_pipelined_fn(self, name: str, fn: Callable) -> None:
+        self.job_pipelined_fns[name] = fn
+
+    def add_predicate_fn(self, name: str, fn: Callable) -> None:
+        self.predicate_fns[name] = fn
+
+    def add_pre_predicate_fn(self, name: str, fn: Callable) -> None:
+        self.pre_predicate_fns[name] = fn
+
+    def add_best_node_fn(self, name: str, fn: Callable) -> None:
+        self.best_node_fns[name] = fn
+
+    def add_node_order_fn(self, name: str, fn: Callable) -> None:
+        self.node_order_fns[name] = fn
+
+    def add_hyper_node_order_fn(self, name: str, fn: Callable) -> None:
+        self.hyper_node_order_fns[name] = fn
+
+    def add_batch_node_order_fn(self, name: str, fn: Callable) -> None:
+        self.batch_node_order_fns[name] = fn
+
+    def add_node_map_fn(self, name: str, fn: Callable) -> None:
+        self.node_map_fns[name] = fn
+
+    def add_node_reduce_fn(self, name: str, fn: Callable) -> None:
+        self.node_reduce_fns[name] = fn
+
+    def add_overused_fn(self, name: str, fn: Callable) -> None:
+        self.overused_fns[name] = fn
+
+    def add_preemptive_fn(self, name: str, fn: Callable) -> None:
+        self.preemptive_fns[name] = fn
+
+    def add_allocatable_fn(self, name: str, fn: Callable) -> None:
+        self.allocatable_fns[name] = fn
+
+    def add_job_valid_fn(self, name: str, fn: Callable) -> None:
+        self.job_valid_fns[name] = fn
+
+    def add_job_enqueueable_fn(self, name: str, fn: Callable) -> None:
+        self.job_enqueueable_fns[name] = fn
+
+    def add_job_enqueued_fn(self, name: str, fn: Callable) -> None:
+        self.job_enqueued_fns[name] = fn
+
+    def add_target_job_fn(self, name: str, fn: Callable) -> None:
+        self.target_job_fns[name] = fn
+
+    def add_reserved_nodes_fn(self, name: str, fn: Callable) -> None:
+        self.reserved_nodes_fns[name] = fn
+
+    def add_victim_tasks_fns(self, name: str, fns: list[Callable]) -> None:
+        self.victim_tasks_fns[name] = list(fns)
+
+    def add_job_starving_fns(self, name: str, fn: Callable) -> None:
+        self.job_starving_fns[name] = fn
+
+    add_job_starving_fn = add_job_starving_fns
+
+    def add_simulate_add_task_fn(self, name: str, fn: Callable) -> None:
+        self.simulate_add_task_fns[name] = fn
+
+    def add_simulate_remove_task_fn(self, name: str, fn: Callable) -> None:
+        self.simulate_remove_task_fns[name] = fn
+
+    def add_simulate_allocatable_fn(self, name: str, fn: Callable) -> None:
+        self.simulate_allocatable_fns[name] = fn
+
+    def add_simulate_predicate_fn(self, name: str, fn: Callable) -> None:
+        self.simulate_predicate_fns[name] = fn
+
+    def add_sub_job_ready_fn(self, name: str, fn: Callable) -> None:
+        self.sub_job_ready_fns[name] = fn
+
+    def add_sub_job_pipelined_fn(self, name: str, fn: Callable) -> None:
+        self.sub_job_pipelined_fns[name] = fn
+
+    def add_sub_job_order_fn(self, name: str, fn: Callable) -> None:
+        self.sub_job_order_fns[name] = fn
+
+    def add_hyper_node_gradient_for_job_fn(self, name: str, fn: Callable) -> None:
+        self.hyper_node_gradient_for_job_fns[name] = fn
+
+    def add_hyper_node_gradient_for_sub_job_fn(self, name: str, fn: Callable) -> None:
+        self.hyper_node_gradient_for_sub_job_fns[name] = fn
+
+    def add_event_handler(self, eh: EventHandler) -> None:
+        self.event_handlers.append(eh)
+
+    # -- seed 001: gang-aware extension points ------------------------------------------------------
+    def add_gang_search_space_fn(self, name: str, fn: Callable) -> None:
+        """``fn(job, ssn, purpose) -> SearchSpace | list[list[NodeInfo]] | None``: feasible domains,
+        best first (purpose ``PURPOSE_ALLOCATE``: all; ``PURPOSE_EVICT``: top-K)."""
+        self.gang_search_space_fns[name] = fn
+
+    def add_gang_victim_selector_fn(self, name: str, fn: Callable) -> None:
+        """``fn(preemptor_job, needed, candidates, ctx) -> {job_uid: [task_uid]} | None``."""
+        self.gang_victim_selector_fns[name] = fn
+
+    def gang_valid_domains(self, job: Any, purpose: int) -> Any:
+        """``GetGangValidDomains``: the first plugin (tier order) returning a non-empty list
+        defines the search space (winner takes all); an empty SearchSpace when none does."""
+        from ha.scheduler.framework.gang_eviction import SearchSpace
+        for _, _, fn in self._enabled(None, self.gang_search_space_fns):
+            res = fn(job, self, purpose)
+            if res:
+                return res if isinstance(res, SearchSpace) else SearchSpace(res)
+        return SearchSpace()
+
+    def gang_victim_selector(self, preemptor_job: Any, needed: Any, candidates: list[Any], ctx: Any) -> dict:
+        """The first plugin's GangVictimSelectorFn that answers; else the bundle algorithm."""
+        from ha.scheduler.framework.gang_eviction import select_gang_victims_in_domain
+        for _, _, fn in self._enabled(None, self.gang_victim_selector_fns):
+            res = fn(preemptor_job, needed, candidates, ctx)
+            if res is not None:
+                return res
+        return select_gang_victims_in_domain(preemptor_job, needed, candidates, ctx)
+
+    def gang_evictable(self, kind: str, evictor: Any, evictees: list[Any],
+                       overrides: dict[str, Callable] | None = None) -> list[Any]:
+        """Preemptable (kind "preempt") or Reclaimable over one batch, with the same tier/vote
+        rules; ``overrides`` replace named plugins' functions for this call only (the gang-aware
+        path lets the framework, not the gang plugin, guard gang integrity — seed 001 §5.1)."""
+        if kind == "preempt":
+            flag, fns = "enabled_preemptable", dict(self.preemptable_fns)
+        else:
+            flag, fns = "enabled_reclaimable", dict(self.reclaimable_fns)
+        for name, fn in (overrides or {}).items():
+            if name in fns:
+                fns[name] = fn
+        return self._evictable(flag, fns, evictor, evictees) or []
+
+    def job_order_compare(self, l: Any, r: Any) -> int:
+        """JobOrderFn plugins only: <0 when l goes first, 0 when no plugin has an opinion."""
+        for _, _, fn in self._enabled("enabled_job_order", self.job_order_fns):
+            j = fn(l, r)
+            if j != 0:
+                return j
+        return 0
+
+    # ---------------------------------------------------------------------------------------------
+    # iteration helper
+    # ---------------------------------------------------------------------------------------------
+    def _enabled_opts(self, flag: str | None) -> list[tuple[int, PluginOption]]:
+        """(tier_index, option) of every plugin whose ``flag`` is on (all plugins for None), in
+        tier order. Tiers are fixed for the session, so this is computed once per flag."""
+        cached = self._flag_cache.get(flag)
+        if cached is None:
+            cached = [(ti, opt) for ti, tier in enumerate(self.tiers) for opt in tier.plugins
+                      if flag is None or _is_enabled(opt, flag)]
+            self._flag_cache[flag] = cached
+        return cached
+
+    def _enabled(self, flag: str | None, fns: dict[str, Any]):
+        """(tier_index, plugin_option, fn) for every plugin in tier order whose flag is on and
+        that registered a function in ``fns``."""
+        if not fns:
+            return []
+        return [(ti, opt, fns[opt.name]) for ti, opt in self._enabled_opts(flag) if opt.name in fns]
+
+    # ---------------------------------------------------------------------------------------------
+    # aggregators
+    # ---------------------------------------------------------------------------------------------
+    def _evictable(self, flag: str, fns: dict[str, Callable], evictor: Any, evictees: list[Any]) -> list[Any] | None:
+        """Shared rule of Reclaimable / Preemptable (session_plugins.go:212-308):
+        per tier, intersect the candidate sets of the voting plugins; an empty set resets to nil
+        and ends the tier; an empty intersection is nil too, so the next plugin's set is taken as
+        is; the first tier that ends non-nil decides."""
+        victims: list[Any] | None = None
+        for tier in self.tiers:
+            for opt in tier.plugins:
+                if not _is_enabled(opt, flag):
+                    continue
+                fn = fns.get(opt.name)
+                if fn is None:
+                    continue
+                candidates, abstain = fn(evictor, evictees)
+                if abstain == 0:
+                    continue
+                if not candidates:
+                    victims = None
+                    break
+                if victims is None:
+                    victims = list(candidates)
+                else:
+                    cand_uids = [c.uid for c in candidates]
+                    inter = []
+                    for v in victims:
+                        for cu in cand_uids:
+                            if v.uid == cu:
+                                inter.append(v)
+                    victims = inter or None  # Go: an empty slice appended to nil stays nil
+            if victims is not None:
+                return victims
+        return victims
+
+    def reclaimable(self, reclaimer: Any, reclaimees: list[Any]) -> list[Any]:
+        return self._evictable("enabled_reclaimable", self.reclaimable_fns, reclaimer, reclaimees) or []
+
+    def preemptable(self, preemptor: Any, preemptees: list[Any]) -> list[Any]:
+        return self._evictable("enabled_preemptable", self.preemptable_fns, preemptor, preemptees) or []
+
+    def overused(self, queue: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_overused", self.overused_fns):
+            if fn(queue):
+                return True
+        return False
+
+    def preemptive(self, queue: Any, candidate: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_preemptive", self.preemptive_fns):
+            if not fn(queue, candidate):
+                return False
+        return True
+
+    def allocatable(self, queue: Any, candidate: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_allocatable", self.allocatable_fns):
+            if not fn(queue, candidate):
+                return False
+        return True
+
+    def job_ready(self, job: Any) -> bool:
+        """AND over enabled plugins; true when none registered."""
+        for _, _, fn in self._enabled("enabled_job_ready", self.job_ready_fns):
+            if not fn(job):
+                return False
+        return True
+
+    def _vote(self, flag: str, fns: dict[str, Callable], obj: Any) -> bool:
+        """JobPipelined / JobEnqueueable voting: any reject -> False; a permit in a tier ends the
+        vote at the end of that tier with True; all abstain -> True."""
+        for tier in self.tiers:
+            has_found = False
+            for opt in tier.plugins:
+                if not _is_enabled(opt, flag):
+                    continue
+                fn = fns.get(opt.name)
+                if fn is None:
+                    continue
+                res = fn(obj)
+                if res < 0:
+                    return False
+                if res > 0:
+                    has_found = True
+            if has_found:
+                return True
+        return True
+
+    def job_pipelined(self, job: Any) -> bool:
+        return self._vote("enabled_job_pipelined", self.job_pipelined_fns, job)
+
+    def job_starving(self, job: Any) -> bool:
+        """Within the first tier that has any enabled starving function, the AND of them;
+        False when no plugin registered one (S9)."""
+        for tier in self.tiers:
+            has_found = False
+            for opt in tier.plugins:
+                if not _is_enabled(opt, "enabled_job_starving"):
+                    continue
+                fn = self.job_starving_fns.get(opt.name)
+                if fn is None:
+                    continue
+                has_found = True
+                if not fn(job):
+                    return False
+            if has_found:
+                return True
+        return False
+
+    def job_valid(self, job: Any) -> ValidateResult | None:
+        """The first failing result of any plugin (no enable flag)."""
+        for _, _, fn in self._enabled(None, self.job_valid_fns):
+            vr = fn(job)
+            if vr is None or vr is True:
+                continue
+            if vr is False:
+                return ValidateResult(False, "NotValid", "")
+            if not _vr_passed(vr):
+                return vr
+        return None
+
+    def job_enqueueable(self, job: Any) -> bool:
+        return self._vote("enabled_job_enqueued", self.job_enqueueable_fns, job)
+
+    def job_enqueued(self, job: Any) -> None:
+        for _, _, fn in self._enabled("enabled_job_enqueued", self.job_enqueued_fns):
+            fn(job)
+
+    def target_job(self, jobs: list[Any]) -> Any:
+        for _, _, fn in self._enabled("enabled_target_job", self.target_job_fns):
+            return fn(jobs)
+        return None
+
+    def victim_tasks(self, tasks: list[Any]) -> list[Any]:
+        for tier in self.tiers:
+            victims: dict[Any, Any] = {}
+            for opt in tier.plugins:
+                if not _is_enabled(opt, "enabled_victim"):
+                    continue
+                for fn in self.victim_tasks_fns.get(opt.name, ()):
+                    for v in fn(tasks):
+                        victims[v.uid] = v
+            if victims:
+                return list(victims.values())
+        return []
+
+    def reserved_nodes(self) -> None:
+        for _, _, fn in self._enabled("enabled_reserved_nodes", self.reserved_nodes_fns):
+            fn()
+
+    # sub-jobs are not modelled: every job is its own default sub-job.
+    def sub_job_ready(self, job: Any, sub_job: Any = None) -> bool:
+        return self.job_ready(job)
+
+    def sub_job_pipelined(self, job: Any, sub_job: Any = None) -> bool:
+        return self.job_pipelined(job)
+
+    # -- order functions --------------------------------------------------------------------------
+    def job_order_fn(self, l: Any, r: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_job_order", self.job_order_fns):
+            j = fn(l, r)
+            if j != 0:
+                return j < 0
+        lt, rt = _ts(l), _ts(r)
+        if lt == rt:
+            return str(l.uid) < str(r.uid)
+        return lt < rt
+
+    def queue_order_fn(self, l: Any, r: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_queue_order", self.queue_order_fns):
+            j = fn(l, r)
+            if j != 0:
+                return j < 0
+        lt, rt = _ts(l), _ts(r)
+        if lt == rt:
+            return str(l.uid) < str(r.uid)
+        return lt < rt
+
+    def cluster_order_fn(self, l: Any, r: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_cluster_order", self.cluster_order_fns):
+            j = fn(l, r)
+            if j != 0:
+                return j < 0
+        return str(getattr(l, "name", l)) < str(getattr(r, "name", r))
+
+    def victim_queue_order_fn(self, l: Any, r: Any, preemptor: Any) -> bool:
+        for _, _, fn in self._enabled(None, self.victim_queue_order_fns):
+            j = fn(l, r, preemptor)
+            if j != 0:
+                return j < 0
+        return not self.queue_order_fn(l, r)
+
+    def task_compare_fns(self, l: Any, r: Any) -> int:
+        for _, _, fn in self._enabled("enabled_task_order", self.task_order_fns):
+            j = fn(l, r)
+            if j != 0:
+                return j
+        return 0
+
+    def task_order_fn(self, l: Any, r: Any) -> bool:
+        res = self.task_compare_fns(l, r)
+        if res != 0:
+            return res < 0
+        return compare_task(l, r)
+
+    def sub_job_order_fn(self, l: Any, r: Any) -> bool:
+        for _, _, fn in self._enabled("enabled_sub_job_order", self.sub_job_order_fns):
+            j = fn(l, r)
+            if j != 0:
+                return j < 0
+        return str(getattr(l, "uid", l)) < str(getattr(r, "uid", r))
+
+    # -- predicates and scoring -------------------------------------------------------------------
+    def predicate_fn(self, task: Any, node: Any) -> Any:
+        """None when every enabled predicate passes, else the first error (no resource check)."""
+        for _, _, fn in self._enabled("enabled_predicate", self.predicate_fns):
+            err = _call_err(fn, task, node)
+            if err is not None:
+                return err
+        return None
+
+    def pre_predicate_fn(self, task: Any) -> Any:
+        for _, _, fn in self._enabled("enabled_predicate", self.pre_predicate_fns):
+            err = _call_err(fn, task)
+            if err is not None:
+                return err
+        return None
+
+    def best_node_fn(self, task: Any, node_scores: dict[float, list[Any]]) -> Any:
+        for _, _, fn in self._enabled("enabled_best_node", self.best_node_fns):
+            best = fn(task, node_scores)
+            if best is not None:
+                return best
+        return None
+
+    def node_order_fn(self, task: Any, node: Any) -> float:
+        score = 0.0
+        for _, _, fn in self._enabled("enabled_node_order", self.node_order_fns):
+            score += fn(task, node)
+        return score
+
+    def batch_node_order_fn(self, task: Any, nodes: list[Any]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for _, _, fn in self._enabled("enabled_node_order", self.batch_node_order_fns):
+            for name, s in fn(task, nodes).items():
+                out[name] = out.get(name, 0.0) + s
+        return out
+
+    def node_order_map_fn(self, task: Any, node: Any) -> tuple[dict[str, float], float]:
+        node_score_map: dict[str, float] = {}
+        priority = 0.0
+        for _, opt in self._enabled_opts("enabled_node_order"):
+            fn = self.node_order_fns.get(opt.name)
+            if fn is not None:
+                priority += fn(task, node)
+            mfn = self.node_map_fns.get(opt.name)
+            if mfn is not None:
+                node_score_map[opt.name] = mfn(task, node)
+        return node_score_map, priority
+
+    def node_order_reduce_fn(self, task: Any, plugin_scores: dict[str, list[NodeScore]]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for _, opt, fn in self._enabled("enabled_node_order", self.node_reduce_fns):
+            scores = plugin_scores.get(opt.name, [])
+            fn(task, scores)
+            for hp in scores:
+                out[hp.name] = out.get(hp.name, 0.0) + float(hp.score)
+        return out
+
+    def predicate_for_allocate_action(self, task: Any, node: Any) -> FitError | None:
+        """Fails on Unschedulable, UnschedulableAndUnresolvable or Error/Skip/Wait."""
+        err = self.predicate_fn(task, node)
+        if err is None:
+            return None
+        if not isinstance(err, FitError):
+            return as_fit_error(task, node, err)
+        st = err.status
+        if (st.contains_unschedulable() or st.contains_unschedulable_and_unresolvable()
+                or st.contains_error_skip_or_wait()):
+            return err
+        return None
+
+    def predicate_for_preempt_action(self, task: Any, node: Any) -> FitError | None:
+        """Fails only on UnschedulableAndUnresolvable or Error/Skip/Wait (Unschedulable is what
+        preemption may resolve)."""
+        err = self.predicate_fn(task, node)
+        if err is None:
+            return None
+        if not isinstance(err, FitError):
+            return as_fit_error(task, node, err)
+        st = err.status
+        if st.contains_unschedulable_and_unresolvable() or st.contains_error_skip_or_wait():
+            return err
+        return None
+
+    def filter_out_unschedulable_and_unresolvable_nodes_for_task(self, task: Any) -> list[Any]:
+        job = self.jobs.get(task.job)
+        if job is None:
+            return self.node_list
+        fit_errs = _nodes_fit_errors(job).get(task.uid)
+        if fit_errs is None:
+            return self.node_list
+        skip = fit_errs.get_unschedulable_and_unresolvable_nodes() if hasattr(
+            fit_errs, "get_unschedulable_and_unresolvable_nodes") else set()
+        if not skip:
+            return self.node_list
+        return [n for n in self.nodes.values() if n.name not in skip]
+
+    def build_victims_priority_queue(self, victims: Iterable[Any], preemptor: Any) -> PriorityQueue:
+        """Same job: reverse task order; jobs missing from the session first; different queues:
+        VictimQueueOrderFn; otherwise reverse job order."""
+
+        def less(lv: Any, rv: Any) -> bool:
+            if lv.job == rv.job:
+                return not self.task_order_fn(lv, rv)
+            lj = self.jobs.get(lv.job)
+            rj = self.jobs.get(rv.job)
+            pj = self.jobs.get(preemptor.job)
+            if lj is None or rj is None:
+                if lj is None and rj is None:
+                    return not self.task_order_fn(lv, rv)
+                return lj is None
+            if pj is None:
+                return not self.job_order_fn(lj, rj)
+            if lj.queue != rj.queue:
+                return self.victim_queue_order_fn(self.queues.get(lj.queue), self.queues.get(rj.queue),
+                                                  self.queues.get(pj.queue))
+            return not self.job_order_fn(lj, rj)
+
+        q = PriorityQueue(less)
+        for v in victims:
+            q.push(v)
+        return q
+
+    # ---------------------------------------------------------------------------------------------
+    # event handlers
+    # ---------------------------------------------------------------------------------------------
+    def fire_allocate(self, task: Any) -> list[Any]:
+        """Run every AllocateFunc; return the errors handlers set on the event."""
+        errs = []
+        for eh in self.event_handlers:
+            if eh.allocate_func is not None:
+                ev = Event(task)
+                eh.allocate_func(ev)
+                if ev.err is not None:
+                    errs.append(ev.err)
+        return errs
+
+    def fire_deallocate(self, task: Any) -> list[Any]:
+        errs = []
+        for eh in self.event_handlers:
+            if eh.deallocate_func is not None:
+                ev = Event(task)
+                eh.deallocate_func(ev)
+                if ev.err is not None:
+                    errs.append(ev.err)
+        return errs
+
+    # ---------------------------------------------------------------------------------------------
+    # statements and direct operations
+    # ---------------------------------------------------------------------------------------------
+    def statement(self) -> Any:
+        from ha.scheduler.framework.statement import Statement
+        return Statement(self)
+
+    def record_error(self, msg: str) -> None:
+        log.debug("session %s: %s", self.uid, msg)
+        self.errors.append(msg)
+
+    def mark_job_dirty(self, job_id: Any) -> None:
+        self.dirty_jobs.add(job_id)
+
+    def create_bind_context(self, task: Any) -> Any:
+        """``CreateBindContext``: plugins implementing ``setup_bind_context_extension`` may add
+        extensions. The cache's ``add_bind_task`` accepts the task itself (``bind_context.task``)."""
+        ctx = BindContext(task=task, extensions={})
+        for plugin in self.plugins.values():
+            hook = getattr(plugin, "setup_bind_context_extension", None)
+            if hook is not None:
+                hook(self.cycle_states.setdefault(task.uid, {}), ctx)
+        return ctx
+
+    def dispatch(self, task: Any) -> None:
+        ctx = self.create_bind_context(task)
+        _cache_add_bind_task(self.cache, ctx)
+        self.bind_log.append((task.pod_key, task.node_name))
+        job = self.jobs.get(task.job)
+        if job is None:
+            raise SessionError(f"failed to find job {task.job}")
+        job.update_task_status(task, _ts_status("BINDING"))
+
+    def allocate(self, task: Any, node: Any) -> None:
+        """``Session.Allocate`` (used by backfill): no statement; dispatches every Allocated task
+        of the job as soon as the job is ready."""
+        from ha.scheduler.api import TaskStatus
+        hostname = node.name
+        _set_pod_node_name(task, hostname)
+        job = self.jobs.get(task.job)
+        if job is None:
+            raise SessionError(f"failed to find job {task.job}")
+        job.update_task_status(task, TaskStatus.ALLOCATED)
+        task.node_name = hostname
+        n = self.nodes.get(hostname)
+        if n is None:
+            raise SessionError(f"failed to find node {hostname}")
+        n.add_task(task)
+        for eh in self.event_handlers:
+            if eh.allocate_func is not None:
+                eh.allocate_func(Event(task))
+        if self.job_ready(job):
+            for t in list(job.task_status_index.get(TaskStatus.ALLOCATED, {}).values()):
+                self.dispatch(t)
+
+    def pipeline(self, task: Any, hostname: str) -> None:
+        """``Session.Pipeline`` (unused by the actions in v1.14.0)."""
+        from ha.scheduler.api import TaskStatus
+        job = self.jobs.get(task.job)
+        if job is None:
+            raise SessionError(f"failed to find job {task.job} when pipeline")
+        job.update_task_status(task, TaskStatus.PIPELINED)
+        task.node_name = hostname
+        n = self.nodes.get(hostname)
+        if n is None:
+            raise SessionError(f"failed to find node {hostname}")
+        n.add_task(task)
+        for eh in self.event_handlers:
+            if eh.allocate_func is not None:
+                eh.allocate_func(Event(task))
+
+    def un_pipeline(self, task: Any) -> None:
+        """PR #5045 ``Session.UnPipeline``: un-pipeline in the session, then **immediately** in
+        the cache (S7); if the cache refuses, re-pipeline in the session."""
+        orig_node = task.node_name
+        orig_nom = getattr(task, "nominated_node_name", "")
+        orig_hn = getattr(task, "job_allocated_hyper_node", "")
+        stmt = self.statement()
+        stmt.un_pipeline(task)
+        try:
+            self.cache.unpipeline(task)
+        except Exception as e:  # noqa: BLE001
+            if orig_node:
+                try:
+                    stmt.pipeline(task, orig_node)
+                except Exception as e2:  # noqa: BLE001
+                    self.record_error(f"rollback of unpipeline of {task.namespace}/{task.name} failed: {e2}")
+                task.nominated_node_name = orig_nom
+                task.job_allocated_hyper_node = orig_hn
+            raise e
+
+    unpipeline = un_pipeline
+
+    def evict(self, reclaimee: Any, reason: str) -> None:
+        """``Session.Evict`` (shuffle): cache first, then the session."""
+        from ha.scheduler.api import TaskStatus
+        self.cache.evict(reclaimee, reason)
+        self.evict_log.append((reclaimee.pod_key, reason))
+        job = self.jobs.get(reclaimee.job)
+        if job is None:
+            raise SessionError(f"failed to find job {reclaimee.job}")
+        job.update_task_status(reclaimee, TaskStatus.RELEASING)
+        n = self.nodes.get(reclaimee.node_name)
+        if n is not None:
+            n.update_task(reclaimee)
+        for eh in self.event_handlers:
+            if eh.deallocate_func is not None:
+                eh.deallocate_func(Event(reclaimee))
+
+    def update_pod_group_condition(self, job_info: Any, cond: dict) -> None:
+        """Replace (by type) or append a PodGroup condition on the session job."""
+        job = self.jobs.get(job_info.uid)
+        if job is None:
+            raise SessionError(f"failed to find job <{job_info.namespace}/{job_info.name}>")
+        status = _pg_status(job)
+        conds = status.setdefault("conditions", [])
+        for i, c in enumerate(conds):
+            if c.get("type") == cond.get("type"):
+                conds[i] = cond
+                return
+        conds.append(cond)
+
+    def get_cycle_state(self, task_uid: Any) -> dict:
+        return self.cycle_states.setdefault(task_uid, {})
+
+    def init_cycle_state(self) -> None:
+        from ha.scheduler.api import TaskStatus
+        for job in self.jobs.values():
+            vr = self.job_valid(job)
+            if vr is not None and not _vr_passed(vr):
+                continue
+            for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
+                if getattr(task, "sch_gated", False):
+                    continue
+                self.cycle_states[task.uid] = {}
+
+
+@dataclass
+class BindContext:
+    task: Any
+    extensions: dict = field(default_factory=dict)
+
+    @property
+    def task_info(self) -> Any:  # Go name
+        return self.task
+
+
+# -------------------------------------------------------------------------------------------------
+# helpers tolerant of small differences in the api types
+# -------------------------------------------------------------------------------------------------
+
+def _vr_passed(vr: Any) -> bool:
+    for attr in ("passed", "pass_", "pass_ok", "ok"):
+        if hasattr(vr, attr):
+            return bool(getattr(vr, attr))
+    if isinstance(vr, dict):
+        return bool(vr.get("pass", vr.get("passed", True)))
+    return bool(vr)
+
+
+def _ts(obj: Any) -> float:
+    ts = getattr(obj, "creation_timestamp", None)
+    if ts is None:
+        raw = getattr(obj, "queue", None)  # QueueInfo keeps the Queue dict
+        if isinstance(raw, dict):
+            ts = (raw.get("metadata") or {}).get("creationTimestamp")
+    if ts is None:
+        return 0.0
+    try:
+        return float(ts)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _ts_status(name: str) -> Any:
+    from ha.scheduler.api import TaskStatus
+    return TaskStatus[name]
+
+
+def _nodes_fit_errors(job: Any) -> dict:
+    nfe = getattr(job, "nodes_fit_errors", None)
+    if nfe is None:
+        nfe = {}
+        try:
+            job.nodes_fit_errors = nfe
+        except AttributeError:
+            pass
+    return nfe
+
+
+def _pg_status(job: Any) -> dict:
+    pg = job.pod_group
+    if isinstance(pg, dict):
+        return pg.setdefault("status", {})
+    st = getattr(pg, "status", None)
+    if st is None:
+        st = {}
+        pg.status = st
+    return st
+
+
+def _set_pod_node_name(task: Any, hostname: str) -> None:
+    """``task.Pod.Spec.NodeName = hostname``: the pod object is shared with the cache (§4.6)."""
+    pod = getattr(task, "pod", None)
+    if isinstance(pod, dict):
+        pod.setdefault("spec", {})["nodeName"] = hostname
+
+
+def _cache_add_bind_task(cache: Any, ctx: BindContext) -> None:
+    cache.add_bind_task(ctx.task)
+
+
+# -------------------------------------------------------------------------------------------------
+# open / close
+# -------------------------------------------------------------------------------------------------
+
+def _lookup_builder(name: str, registered: tuple[str, ...] | None) -> Callable | None:
+    if registered is not None and name not in registered:
+        return None
+    from ha.scheduler.framework import registry
+    b = registry.get_plugin_builder(name)
+    if b is not None:
+        return b
+    try:
+        import ha.scheduler.plugins as plugins_pkg
+    except ImportError:
+        return None
+    getter = getattr(plugins_pkg, "get_plugin_builder", None)
+    if getter is None:
+        return None
+    try:
+        return getter(name)
+    except Exception:  # noqa: BLE001 - unknown plugin: Volcano logs and skips it
+        return None
+
+
+def _load_plugin_modules() -> None:
+    try:
+        import ha.scheduler.plugins  # noqa: F401 - importing fills the registry
+    except ImportError as e:
+        log.debug("ha.scheduler.plugins not importable: %s", e)
+
+
+def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[Tier] | None = None,
+                 configurations: list | None = None, seed: int | None = None) -> Session:
+    """``framework.OpenSession``: snapshot the cache, build each tier's plugins and run their
+    ``on_session_open``. A plugin without a builder is skipped with a recorded error."""
+    conf = conf if conf is not None else default_conf()
+    if tiers is not None or configurations is not None:
+        conf = SchedulerConf(actions=list(conf.actions),
+                             tiers=list(tiers if tiers is not None else conf.tiers),
+                             configurations=list(configurations if configurations is not None else conf.configurations),
+                             registered_builders=conf.registered_builders, source=conf.source)
+    ssn = Session(cache, conf, seed=seed)
+    hook = getattr(cache, "on_session_open", None)
+    if callable(hook):
+        hook()
+    snapshot = cache.snapshot()
+    ssn.jobs = snapshot.jobs
+    for job in ssn.jobs.values():
+        if getattr(job, "pod_group", None) is not None:
+            import copy
+            ssn.pod_group_old_state.status[job.uid] = copy.deepcopy(_pg_status(job))
+            ssn.pod_group_old_state.annotations[job.uid] = dict(_pg_annotations(job))
+    ssn.nodes = snapshot.nodes
+    names = getattr(snapshot, "node_list", None)
+    if names is None:
+        ssn.node_list = list(ssn.nodes.values())
+    else:
+        ssn.node_list = [ssn.nodes[n] if isinstance(n, str) else n for n in names
+                         if (n in ssn.nodes if isinstance(n, str) else True)]
+    ssn.queues = snapshot.queues
+    ssn.namespace_info = getattr(snapshot, "namespace_info", {}) or {}
+    ssn.revocable_nodes = getattr(snapshot, "revocable_nodes", {}) or {}
+    ssn.nodes_in_shard = getattr(snapshot, "nodes_in_shard", None)
+    from ha.scheduler.api import Resource
+    total = Resource()
+    for n in ssn.nodes.values():
+        total.add(n.allocatable)
+    ssn.total_resource = total
+    ssn.total_guarantee = Resource()
+    ssn.total_deserved = Resource()
+
+    _load_plugin_modules()
+    for tier in ssn.tiers:
+        for opt in tier.plugins:
+            builder = _lookup_builder(opt.name, conf.registered_builders)
+            if builder is None:
+                ssn.record_error(f"failed to get plugin {opt.name}")
+                continue
+            plugin = builder(dict(opt.arguments))
+            ssn.plugins[plugin.name()] = plugin
+            plugin.on_session_open(ssn)
+    ssn.init_cycle_state()
+    return ssn
+
+
+def _pg_annotations(job: Any) -> dict:
+    pg = job.pod_group
+    if isinstance(pg, dict):
+        return (pg.get("metadata") or {}).get("annotations") or {}
+    md = getattr(pg, "metadata", None)
+    if isinstance(md, dict):
+        return md.get("annotations") or {}
+    return getattr(pg, "annotations", {}) or {}
+
+
+def close_session(ssn: Session) -> None:
+    """``framework.CloseSession``: plugins' ``on_session_close``, then the JobUpdater writes every
+    job's PodGroup status (and scheduling events) back through the cache."""
+    from ha.scheduler.framework.job_updater import JobUpdater
+    for plugin in list(ssn.plugins.values()):
+        plugin.on_session_close(ssn)
+    JobUpdater(ssn).update_all()
+    hook = getattr(ssn.cache, "on_session_close", None)
+    if callable(hook):
+        hook()
+    ssn.closed = True

@@ -1,0 +1,214 @@
+"""predicates: node filters (Volcano ``plugins/predicates/predicates.go``; no resource fit — the
+actions check resources themselves).
+
+Per node, in this order:
+1. pod count: fails (Unschedulable, "node(s) pod number exceeded") when the node's ``pods``
+   allocatable ≤ the number of pods in the session's k8s view of the node, which counts every
+   task on it — Pipelined and Releasing included (semantics §11.5, §15 S9);
+2. NodeUnschedulable (always on): ``spec.unschedulable`` without the matching toleration;
+3. NodeAffinity (``predicate.NodeAffinityEnable``, default on): ``nodeSelector`` and required node
+   affinity;
+4. TaintToleration (``predicate.TaintTolerationEnable``, default on): NoSchedule/NoExecute taints;
+5. NodePorts (``predicate.NodePortsEnable``, default on): host-port conflicts.
+2–4 are UnschedulableAndUnresolvable and stop the check; 1 and 5 are Unschedulable.
+Pod affinity, volumes, topology spread and DRA are not modelled (they pass).
+
+Event handlers keep the k8s view current (AllocateFunc adds the pod to ``task.node_name``,
+DeallocateFunc removes it). PrePredicate passes: the k8s PreFilter plugins have nothing to reject
+for the pods this testbed models.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ha.scheduler.api.types import NODE_POD_NUMBER_EXCEEDED, FitError, Status, StatusCode
+from ha.scheduler.framework.events import EventHandler
+from ha.scheduler.plugins import register
+from ha.scheduler.plugins.k8s_nodes import node_map, pod_host_ports
+from ha.scheduler.plugins.util import arguments
+
+PLUGIN_NAME = "predicates"
+
+NODE_AFFINITY_ENABLE = "predicate.NodeAffinityEnable"
+NODE_PORTS_ENABLE = "predicate.NodePortsEnable"
+TAINT_TOLERATION_ENABLE = "predicate.TaintTolerationEnable"
+
+# k8s filter plugin failure reasons
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+ERR_REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
+ERR_REASON_NODE_INFO = "node info not found"
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+_EMPTY: dict = {}
+
+
+# ----------------------------------------------------------------------- k8s filter logic
+
+def _spec(pod: dict) -> dict:
+    return (pod or _EMPTY).get("spec") or _EMPTY
+
+
+def tolerates(tolerations: list[dict], taint: dict) -> bool:
+    """v1.Toleration.ToleratesTaint for any of ``tolerations``."""
+    for tol in tolerations or ():
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = tol.get("key") or ""
+        op = tol.get("operator") or "Equal"
+        if key and key != taint.get("key"):
+            continue
+        if op == "Exists":
+            return True
+        if op == "Equal" and (tol.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _match_expression(expr: dict, value: str | None, present: bool) -> bool:
+    op = expr.get("operator")
+    values = expr.get("values") or []
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        if not present or len(values) != 1:
+            return False
+        try:
+            lv, rv = int(value), int(values[0])
+        except (TypeError, ValueError):
+            return False
+        return lv > rv if op == "Gt" else lv < rv
+    return False
+
+
+def _term_matches(term: dict, labels: dict, node_name: str) -> bool:
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False  # an empty term matches no objects
+    for e in exprs:
+        k = e.get("key")
+        if not _match_expression(e, labels.get(k), k in labels):
+            return False
+    for f in fields:
+        if f.get("key") != "metadata.name" or not _match_expression(f, node_name, True):
+            return False
+    return True
+
+
+def node_matches_affinity(pod: dict, node: dict) -> bool:
+    """NodeAffinity filter: every nodeSelector label, and one required nodeSelectorTerm."""
+    md = (node or _EMPTY).get("metadata") or _EMPTY
+    labels = md.get("labels") or _EMPTY
+    for k, v in (_spec(pod).get("nodeSelector") or _EMPTY).items():
+        if labels.get(k) != v:
+            return False
+    required = ((((_spec(pod).get("affinity") or _EMPTY).get("nodeAffinity") or _EMPTY)
+                 .get("requiredDuringSchedulingIgnoredDuringExecution")) or None)
+    if required is not None:
+        terms = required.get("nodeSelectorTerms") or []
+        if not any(_term_matches(t, labels, md.get("name", "")) for t in terms):
+            return False
+    return True
+
+
+def untolerated_taint(pod: dict, node: dict) -> dict | None:
+    """TaintToleration filter: the first NoSchedule/NoExecute taint the pod does not tolerate."""
+    tolerations = _spec(pod).get("tolerations") or []
+    for taint in ((node or _EMPTY).get("spec") or _EMPTY).get("taints") or ():
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not tolerates(tolerations, taint):
+            return taint
+    return None
+
+
+def node_unschedulable_blocks(pod: dict, node: dict) -> bool:
+    if not ((node or _EMPTY).get("spec") or _EMPTY).get("unschedulable"):
+        return False
+    taint = {"key": TAINT_NODE_UNSCHEDULABLE, "effect": "NoSchedule"}
+    return not tolerates(_spec(pod).get("tolerations") or [], taint)
+
+
+def ports_conflict(wanted: set, used: set) -> bool:
+    for ip, proto, port in wanted:
+        for uip, uproto, uport in used:
+            if port == uport and proto == uproto and (ip == uip or "0.0.0.0" in (ip, uip)):
+                return True
+    return False
+
+
+# ----------------------------------------------------------------------- plugin
+
+@register(PLUGIN_NAME)
+class PredicatesPlugin:
+    def __init__(self, args: Mapping[str, Any] | None = None):
+        a = arguments(args)
+        self.arguments = a
+        self.node_affinity_enable = a.get_bool(NODE_AFFINITY_ENABLE, True)
+        self.node_ports_enable = a.get_bool(NODE_PORTS_ENABLE, True)
+        self.taint_toleration_enable = a.get_bool(TAINT_TOLERATION_ENABLE, True)
+
+    def name(self) -> str:
+        return PLUGIN_NAME
+
+    def predicate(self, ssn: Any, task: Any, node: Any) -> FitError | None:
+        view = node_map(ssn).get(node.name)
+        if view is None:
+            return FitError.with_status(task, node, Status(StatusCode.ERROR, ERR_REASON_NODE_INFO, PLUGIN_NAME))
+        statuses: list[Status] = []
+        if node.allocatable.max_task_num <= view.pod_count():
+            statuses.append(Status(StatusCode.UNSCHEDULABLE, NODE_POD_NUMBER_EXCEEDED, PLUGIN_NAME))
+
+        # "stable" filters: any of them failing ends the check
+        pod, k8s_node = task.pod, node.node
+        stable_fail = None
+        if node_unschedulable_blocks(pod, k8s_node):
+            stable_fail = Status(StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE,
+                                 "NodeUnschedulable")
+        elif self.node_affinity_enable and not node_matches_affinity(pod, k8s_node):
+            stable_fail = Status(StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_AFFINITY, "NodeAffinity")
+        elif self.taint_toleration_enable:
+            taint = untolerated_taint(pod, k8s_node)
+            if taint is not None:
+                reason = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+                stable_fail = Status(StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE, reason, "TaintToleration")
+        if stable_fail is not None:
+            statuses.append(stable_fail)
+            return FitError.with_status(task, node, *statuses)
+
+        if self.node_ports_enable:
+            wanted = pod_host_ports(pod)
+            if wanted and ports_conflict(wanted, view.host_ports()):
+                statuses.append(Status(StatusCode.UNSCHEDULABLE, ERR_REASON_PORTS, "NodePorts"))
+
+        if statuses:
+            return FitError.with_status(task, node, *statuses)
+        return None
+
+    def on_session_open(self, ssn: Any) -> None:
+        view = node_map(ssn)
+
+        def on_allocate(event: Any) -> None:
+            ni = view.get(event.task.node_name)
+            if ni is not None and event.task.node_name in ssn.nodes:
+                ni.add_pod(event.task)
+
+        def on_deallocate(event: Any) -> None:
+            ni = view.get(event.task.node_name)
+            if ni is not None and event.task.node_name in ssn.nodes:
+                ni.remove_pod(event.task)
+
+        ssn.add_event_handler(EventHandler(allocate_func=on_allocate, deallocate_func=on_deallocate))
+        ssn.add_pre_predicate_fn(self.name(), lambda task: None)
+        ssn.add_predicate_fn(self.name(), lambda task, node: self.predicate(ssn, task, node))
+
+    def on_session_close(self, ssn: Any) -> None:
+        pass

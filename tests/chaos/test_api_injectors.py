@@ -1,0 +1,93 @@
+"""api-latency and api-conflict on a real API client (real redis-server)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chaos.injectors.api import ApiChaos, AsyncChaosApiClient, ChaosApiClient
+from chaos.schedule import build_schedule
+from cluster_state.errors import Conflict
+
+from .helpers import NS, api, aapi, make_pod  # noqa: F401
+
+I1 = "scheduler-1"
+
+
+def sched(*entries, seed=1):
+    return build_schedule(list(entries), seed, [I1, "scheduler-2"])
+
+
+def test_latency_delays_writes_not_reads(api):
+    s = sched({"at": 0, "fault": "api-latency", "target": I1, "delay": {"dist": "fixed", "value": "150ms"}})
+    chaos = ApiChaos(I1, s.faults, epoch=time.time())
+    c = ChaosApiClient(api, chaos)
+    t0 = time.monotonic()
+    c.create(make_pod("a"))
+    assert time.monotonic() - t0 >= 0.15
+    assert chaos.stats["delayed"] == 1
+    c.get("Pod", "a", NS)
+    c.list("Pod")
+    assert chaos.stats["delayed"] == 1           # reads are not covered by default
+    assert c.prefix == api.prefix                # other attributes pass through
+
+
+def test_conflict_rejects_the_write_and_changes_nothing(api):
+    s = sched({"at": 0, "fault": "api-conflict", "target": I1, "probability": 1.0})
+    chaos = ApiChaos(I1)
+    c = ChaosApiClient(api, chaos)
+    api.create(make_pod("p"))
+    before = api.get("Pod", "p", NS)
+    chaos.activate(s.faults[0])
+    with pytest.raises(Conflict) as ei:
+        c.bind(NS, "p", "node-1")
+    assert ei.value.code == 409 and ei.value.name == "p"
+    with pytest.raises(Conflict):
+        c.patch_annotations("Pod", "p", NS, {"x": "y"})
+    assert api.get("Pod", "p", NS) == before      # nothing was written
+    chaos.deactivate(0)
+    assert c.bind(NS, "p", "node-1")["spec"]["nodeName"] == "node-1"
+
+
+def test_conflict_draws_are_seeded_and_bind_many_is_per_binding(api):
+    def run(seed, tag):
+        s = sched({"at": 0, "fault": "api-conflict", "target": I1, "probability": 0.5,
+                   "verbs": ["bind_many"]}, seed=seed)
+        prefix_api = api
+        chaos = ApiChaos(I1, s.faults, epoch=time.time())
+        c = ChaosApiClient(prefix_api, chaos)
+        names = [f"{tag}-{i}" for i in range(12)]
+        for n in names:
+            api.create(make_pod(n))
+        res = c.bind_many([(NS, n, "node-1") for n in names])
+        lost = [isinstance(r, Conflict) for r in res]
+        # the winners were really bound, the losers not
+        for n, l in zip(names, lost):
+            assert (api.get("Pod", n, NS)["spec"].get("nodeName") or None) == (None if l else "node-1")
+        return lost
+
+    a, b, c = run(4, "a"), run(4, "b"), run(5, "c")
+    assert a == b                       # same seed, same conflicts
+    assert a != c                       # another seed, other conflicts
+    assert 0 < sum(a) < len(a)
+
+
+async def test_async_client_latency_and_conflict_windows(api, aapi):
+    s = sched({"at": 0, "for": "60s", "fault": "api-latency", "target": "all",
+               "delay": {"dist": "uniform", "min": "50ms", "max": "60ms"}, "verbs": ["get"]},
+              {"at": 0, "fault": "api-conflict", "target": I1, "probability": 1.0, "verbs": ["create"]})
+    shift = [0.0]
+    chaos = ApiChaos(I1, s.faults, epoch=time.time(), clock=lambda: time.time() + shift[0])
+    c = AsyncChaosApiClient(aapi, chaos)
+    api.create(make_pod("a"))
+    t0 = time.monotonic()
+    assert (await c.get("Pod", "a", NS))["metadata"]["name"] == "a"
+    assert time.monotonic() - t0 >= 0.05
+    with pytest.raises(Conflict):
+        await c.create(make_pod("b"))
+    shift[0] += 120                     # the latency window is over; the conflict has no end
+    t0 = time.monotonic()
+    await c.get("Pod", "a", NS)
+    assert chaos.stats["delayed"] == 1
+    with pytest.raises(Conflict):
+        await c.create(make_pod("b"))

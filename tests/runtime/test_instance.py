@@ -1,0 +1,259 @@
+"""The scheduler instance in-process (plain asyncio, no Ray) against the real API server: modes,
+warm/cold standby, bind conflicts, shadow dry runs, fencing, restart with a fresh list."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ha.errors import BadInput
+from ha.runtime.instance import InstanceConfig, SchedulerInstance
+from ha.runtime.workload import (WorkloadConfig, WorkloadGenerator, make_nodes, make_queue)
+
+SHORT = dict(lease_duration=1.5, lease_renew_deadline=1.0, lease_retry=0.2)
+MANUAL = 3600.0   # a session period that never fires: tests call run_session() themselves
+
+
+def _cfg(name, redis_url, prefix, **kw):
+    base = dict(name=name, redis_url=redis_url, prefix=prefix, period_s=0.3, **SHORT)
+    base.update(kw)
+    return InstanceConfig(**base)
+
+
+async def _wait(pred, timeout=30.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = pred()
+        if asyncio.iscoroutine(r):
+            r = await r
+        if r:
+            return True
+        await asyncio.sleep(step)
+    return False
+
+
+@pytest.fixture
+def api(redis_url, key_prefix):
+    from cluster_state.client import ApiClient
+    c = ApiClient.from_url(redis_url, prefix=key_prefix)
+    for n in make_nodes(3, cpu="8", memory="32Gi", pods=110):
+        c.create(n)
+    c.create(make_queue("default"))
+    yield c
+    c.close()
+
+
+def _create_jobs(api, n_jobs=3, size=2, seed=0):
+    wl = WorkloadConfig(rate_per_s=100.0, gang_size=(size, size), runtime_s=(60, 60), max_gangs=n_jobs,
+                        duration_s=100.0)
+    gen = WorkloadGenerator(wl, seed)
+    keys = []
+    for job in gen.plan():
+        pg, pods = gen.objects(job)
+        api.create(pg)
+        for p in pods:
+            api.create(p)
+            keys.append(p["metadata"]["name"])
+    return keys
+
+
+def _bound(api):
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in api.list("Pod").items}
+
+
+def test_config_is_validated():
+    with pytest.raises(BadInput, match="mode"):
+        InstanceConfig(name="s", redis_url="redis://x", mode="primary")
+    with pytest.raises(BadInput, match="standby"):
+        InstanceConfig(name="s", redis_url="redis://x", standby="lukewarm")
+    with pytest.raises(BadInput, match="renew deadline"):
+        InstanceConfig(name="s", redis_url="redis://x", lease_duration=3, lease_renew_deadline=1,
+                       lease_retry=1)
+
+
+async def test_leader_elected_warm_standby_only_leader_binds(api, redis_url, key_prefix, tmp_path):
+    names = _create_jobs(api)
+    insts = [SchedulerInstance(_cfg(f"scheduler-{i}", redis_url, key_prefix,
+                                    delivery_log_dir=str(tmp_path))) for i in (1, 2)]
+    for i in insts:
+        await i.start()
+    try:
+        assert await _wait(lambda: all(_bound(api).values()))
+        stats = [await i.stats() for i in insts]
+        leaders = [s for s in stats if s["is_leader"]]
+        assert len(leaders) == 1
+        standby = next(s for s in stats if not s["is_leader"])
+        assert standby["sessions"] == 0 and standby["binds"] == 0
+        assert leaders[0]["binds"] == len(names) and leaders[0]["errors"] == 0
+        assert leaders[0]["bind_conflicts"] == 0 and leaders[0]["fatal_cache_errors"] == 0
+        # warm standby: its informers keep its cache current without scheduling
+        li = insts[0] if stats[0]["is_leader"] else insts[1]
+        si = insts[1] if li is insts[0] else insts[0]
+
+        async def same_tasks():
+            a, b = await li.digest(), await si.digest()
+            return len(a["tasks"]) == len(names) and a["tasks"] == b["tasks"]
+        assert await _wait(same_tasks)
+        d = await si.digest()
+        assert set(d) >= {"tasks", "nodes", "rvs", "is_leader", "name"}
+        assert set(d["rvs"]) == {"Pod", "Node", "PodGroup", "Queue", "PriorityClass"}
+        assert d["rvs"]["Pod"] > 0
+        assert set(d["nodes"]["node-1"]) >= {"idle", "used", "releasing", "pipelined"}
+        # decisions: one successful bind record per pod, and `since` pages
+        decs = await li.decisions(0)
+        binds = [x for x in decs if x["op"] == "bind" and x["ok"]]
+        assert sorted(x["pod"].split("/")[1] for x in binds) == sorted(names)
+        assert await li.decisions(decs[-1]["seq"]) == []
+        assert (await li.decisions(decs[-1]["seq"] - 1))[0]["seq"] == decs[-1]["seq"]
+        path = await li.delivery_log_path()
+        assert path and path.endswith(f"delivery/{li.cfg.name}.log")
+    finally:
+        for i in insts:
+            await i.stop()
+    from cluster_state.delivery import read_delivery_log
+    header, records = read_delivery_log(path)
+    assert header["instance"] == li.cfg.name
+    assert {r["kind"] for r in records} >= {"Pod", "Node"}
+
+
+async def test_cold_standby_lists_only_when_elected(api, redis_url, key_prefix):
+    names = _create_jobs(api, n_jobs=2)
+    a = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, standby="cold"))
+    await a.start()
+    assert await _wait(a.is_leader)
+    assert await _wait(lambda: all(_bound(api).values()))
+    b = SchedulerInstance(_cfg("scheduler-2", redis_url, key_prefix, standby="cold"))
+    await b.start()
+    try:
+        await asyncio.sleep(0.5)
+        d = await b.digest()
+        assert d["tasks"] == {} and not d["synced"] and not (await b.is_leader())
+        more = _create_jobs(api, n_jobs=1, seed=99) if False else []
+        await a.stop()                        # graceful: releases the lease
+        assert await _wait(b.is_leader)
+        assert await _wait(lambda: b._synced())
+        d = await b.digest()
+        assert len(d["tasks"]) == len(names) + len(more)
+        s = await b.stats()
+        assert s["leader_transitions"] == 1 and s["lease_transitions"] == 1
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_active_active_bind_conflicts_are_counted_not_raised(api, redis_url, key_prefix):
+    names = _create_jobs(api, n_jobs=2, size=3)
+    insts = [SchedulerInstance(_cfg(f"scheduler-{i}", redis_url, key_prefix, mode="active-active",
+                                    period_s=MANUAL)) for i in (1, 2)]
+    for i in insts:
+        await i.start()
+        assert await i.wait_synced(30)
+    try:
+        # both sessions run back to back, before either informer can deliver the other's binds:
+        # the second instance binds the same pods and gets 409s
+        r1 = insts[0].run_session()
+        r2 = insts[1].run_session()
+        assert r1.ok and r2.ok
+        s1, s2 = await insts[0].stats(), await insts[1].stats()
+        assert s1["binds"] == len(names) and s1["bind_conflicts"] == 0
+        assert s2["binds"] == 0 and s2["bind_conflicts"] == len(names)
+        assert s2["errors"] == 0 and s2["fatal_cache_errors"] == 0
+        failed = [x for x in await insts[1].decisions(0) if x["op"] == "bind"]
+        assert failed and all(not x["ok"] and "409" in x["error"] for x in failed)
+        # the loser's cache resyncs from the API server: it converges to the winner's placements
+        bound = _bound(api)
+
+        async def converged():
+            d = await insts[1].digest()
+            return all(d["tasks"][uid][1] == bound[_name(api, uid)] for uid in d["tasks"])
+        assert await _wait(converged)
+        insts[1].run_session()
+        assert (await insts[1].stats())["bind_conflicts"] == len(names)   # nothing new to fight over
+    finally:
+        for i in insts:
+            await i.stop()
+
+
+def _name(api, uid):
+    for p in api.list("Pod").items:
+        if p["metadata"]["uid"] == uid:
+            return p["metadata"]["name"]
+    return None
+
+
+async def test_shadow_standby_runs_dry_sessions(api, redis_url, key_prefix):
+    names = _create_jobs(api, n_jobs=2)
+    leader = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, mode="shadow", period_s=MANUAL))
+    await leader.start()
+    assert await _wait(leader.is_leader)
+    shadow = SchedulerInstance(_cfg("scheduler-2", redis_url, key_prefix, mode="shadow", period_s=MANUAL))
+    await shadow.start()
+    try:
+        assert await shadow.wait_synced(30)
+        assert not await shadow.is_leader()
+        res = shadow.run_session()
+        assert res.ok and set(k.split("/")[1] for k in res.binds) == set(names)
+        assert not any(_bound(api).values())          # nothing written
+        decs = [x for x in await shadow.decisions(0) if x["op"] == "bind"]
+        assert len(decs) == len(names) and all(x["dry_run"] and not x["leader"] for x in decs)
+        s = await shadow.stats()
+        assert s["binds"] == 0 and s["dry_run_ops"] >= len(names) and s["errors"] == 0
+        leader.run_session()
+        assert all(_bound(api).values())
+        ldecs = {x["pod"]: x["node"] for x in await leader.decisions(0) if x["op"] == "bind"}
+        assert all(not x["dry_run"] for x in await leader.decisions(0))
+        assert set(ldecs) == {x["pod"] for x in decs}    # comparable, pod by pod
+    finally:
+        await shadow.stop()
+        await leader.stop()
+
+
+@pytest.mark.parametrize("fencing", [True, False])
+async def test_fencing_refuses_writes_of_a_deposed_leader(api, redis_url, key_prefix, fencing):
+    names = _create_jobs(api, n_jobs=1)
+    # a long renew deadline: the deposed leader keeps believing it leads while the test acts
+    a = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, period_s=MANUAL, fencing=fencing,
+                               lease_duration=30.0, lease_renew_deadline=20.0, lease_retry=0.2))
+    await a.start()
+    try:
+        assert await _wait(a.is_leader)
+        assert await a.wait_synced(30)
+        lease = api.get("Lease", "volcano", "volcano-system")
+        lease["spec"].update(holderIdentity="intruder",
+                             leaseTransitions=lease["spec"]["leaseTransitions"] + 1)
+        api.update(lease)
+        assert await a.is_leader()                   # it has not noticed yet (renew deadline 20 s)
+        a.run_session()
+        s = await a.stats()
+        if fencing:
+            assert s["fenced"] == len(names) and s["binds"] == 0
+            assert not any(_bound(api).values())
+            decs = [x for x in await a.decisions(0) if x["op"] == "bind"]
+            assert decs and all("412 Fenced" in x["error"] for x in decs)
+        else:   # client-go's hazard: the old leader still writes
+            assert s["binds"] == len(names) and s["fenced"] == 0
+    finally:
+        await a.stop()
+
+
+async def test_fatal_cache_error_restarts_with_a_fresh_list(api, redis_url, key_prefix):
+    names = _create_jobs(api, n_jobs=2)
+    a = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, mode="active-active"))
+    await a.start()
+    try:
+        assert await _wait(lambda: all(_bound(api).values()))
+        before = await a.digest()
+        old_cache = a.cache
+        a._fatal("test: injected")
+        assert await _wait(lambda: a.restarts == 1 and a.cache is not old_cache and a._synced())
+        s = await a.stats()
+        assert s["fatal_cache_errors"] == 1 and s["incarnation"] == 1
+        assert s["binds"] == len(names)               # counters survive the restart
+
+        async def same():   # the fresh list places every task where the old cache had it
+            now = (await a.digest())["tasks"]
+            return {u: n for u, (_, n) in now.items()} == {u: n for u, (_, n) in before["tasks"].items()}
+        assert await _wait(same)
+    finally:
+        await a.stop()

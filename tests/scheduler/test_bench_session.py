@@ -1,0 +1,36 @@
+"""The session benchmark's workload and both of its placements are correct on a small cluster
+(no timing assertions: the benchmark holds the speed target)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from ha.bench import session as bench
+from ha.scenario.runner import _io_ops
+
+
+def test_model_and_baseline_place_whole_gangs():
+    nodes, queues, pgs, pods = bench.workload(n_nodes=6, n_pods=120, n_queues=3, seed=1)
+    assert len(pods) == 120 and {p["spec"]["queue"] for p in pgs} == {"q0", "q1", "q2"}
+    sizes = Counter(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in pods)
+    assert all(1 <= n <= 16 for n in sizes.values())
+
+    cache, io = bench.build_cluster(nodes, queues, pgs, pods)
+    base_placed, base_s = bench.first_fit_baseline(cache)
+    placed, secs, phases = bench.model_session(cache, io)
+    assert secs > 0 and set(phases) == {"open_s", "allocate_s", "close_s"}
+
+    binds = [(k, n) for op, k, n in (o for o in _io_ops(io) if o[0] == "bind")]
+    assert placed == len(binds) > 0
+    # every bound job is bound whole (minMember = gang size): gang semantics held
+    bound_per_job = Counter(k.split("/")[1].rsplit("-task-", 1)[0] for k, _ in binds)
+    for job, n in bound_per_job.items():
+        assert n == sizes[job], (job, n, sizes[job])
+    # no node is over its allocatable cpu (32 cores)
+    per_node = Counter()
+    req = {f"{p['metadata']['namespace']}/{p['metadata']['name']}":
+           int(p["spec"]["containers"][0]["resources"]["requests"]["cpu"][:-1]) for p in pods}
+    for k, n in binds:
+        per_node[n] += req[k]
+    assert max(per_node.values()) <= 32_000
+    # the baseline is a real placement too: whole gangs only, never more pods than exist
+    assert 0 < base_placed <= len(pods)
