@@ -106,6 +106,7 @@ class Informer:
                        Sync/Replaced deltas do; off by default: they are no-ops for our caches)
       staleness_samples how many staleness samples (ms) to keep
       write_time       fn(obj) -> unix time of the write that produced obj, or None
+      freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered
     """
 
     def __init__(self, client: Any, kind: str, *, namespace: str | None = None,
@@ -114,8 +115,11 @@ class Informer:
                  block_ms: int = 1000, watch_count: int = 1000, start_rv: int | None = None,
                  resync_unchanged: bool = False, staleness_samples: int = 100_000,
                  write_time: Callable[[dict | None], float | None] = write_time_of,
-                 name: str | None = None) -> None:
+                 name: str | None = None, freeze_gc_on_sync: bool = False) -> None:
         self.client = client
+        # gc.freeze() once synced: a full collection walks every cached object; with ~10k pods it
+        # stalled delivery for ~1 s in `bench informer` (staleness p99 929 ms -> 66 ms frozen)
+        self.freeze_gc_on_sync = freeze_gc_on_sync
         self.kind = kind
         self.name = name or kind
         self.stats = InformerStats()
@@ -280,6 +284,10 @@ class Informer:
         f.initial_pending -= 1
         if f.initial_pending == 0 and f.populated and self._synced_event is not None:
             self._synced_event.set()
+            if self.freeze_gc_on_sync:
+                import gc
+                gc.collect()
+                gc.freeze()
 
     def _apply_list(self, d: Delivery) -> None:
         """Diff a (re)list against the store (RealFIFO): adds, updates, uid changes, tombstones."""

@@ -1,17 +1,18 @@
 """The API server's logic, written once for both clients ("sans-IO").
 
-Every operation is a generator that *yields* Redis requests (:class:`Script` or :class:`Command`)
-and receives their raw replies; :class:`ApiClient` drives it with redis-py, :class:`AsyncApiClient`
+Every operation is a generator that *yields* Redis requests (:class:`Script`, :class:`Command`, or
+:class:`Stream` of scripts) and receives their raw replies; :class:`ApiClient` drives it with redis-py, :class:`AsyncApiClient`
 with redis.asyncio. So validation, encoding, preconditions, retries and reply parsing exist once.
 
 Redis layout under ``<prefix>:``
-  rv               global resourceVersion counter (INCR), shared by all kinds
+  rv               global resourceVersion counter, shared by all kinds
   obj:<Kind>       hash  "ns/name" | "name" -> object bytes (see codec.py for the layout), and
                    "\0" + that field -> length of the object's packed status (for Lua splicing)
   ev:<Kind>        stream of watch events, entry ID "<rv>-0", fields t=<type>, o=<object bytes>
   compacted        hash  Kind -> RV up to which that kind's history may be missing (410 below it)
   terminating      zset  Pod field -> graceful-deletion deadline (unix seconds)
-Every write is ONE EVALSHA of lua/apply.lua (check, bump RV, store, append event, trim).
+Every write is ONE EVALSHA of lua/apply.lua (check, bump RV, store, append event, trim); a batch
+of writes (bind_many) is one EVALSHA per 100.
 """
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ from .watch import ListResult, WatchEvent, event_from_entry
 
 __all__ = ["Script", "Command", "Stream", "Store", "Op", "keys_for", "SCRIPTS"]
 
+_packb = msgpack.packb
 # retries of read-modify-write operations (bind, patch, graceful delete) on a racing writer,
 # like the apiserver's GuaranteedUpdate loop
-_packb = msgpack.packb
 MAX_RETRIES = 16
 BIND_CHUNK = 100         # binds per Lua call in bind_many; longer lists: calls pipelined (Stream)
 FINALIZE_BATCH = 1000
@@ -170,8 +171,11 @@ class Store:
     def _apply(self, ops: Iterable[tuple]) -> Script:
         # every op's 7 fields in ONE msgpack argument: redis-py packs one big argument ~6x faster
         # than 7 per op. use_bin_type=False because Redis 6.2's cmsgpack cannot read bin types.
-        return Script("apply", [self.prefix, self.history,
-                                _packb([x for op in ops for x in op], use_bin_type=False)])
+        # Each blob goes without its 8 placeholder RV bytes: Lua appends the real RV.
+        flat: list = []
+        for op, kind, key, expect, blob, slen, extra in ops:
+            flat += (op, kind, key, expect, blob[:-8] if blob else blob, slen, extra)
+        return Script("apply", [self.prefix, self.history, _packb(flat, use_bin_type=False)])
 
     @staticmethod
     def _triples(raw: list) -> list[tuple[int, int, bytes | None]]:

@@ -31,7 +31,7 @@ import heapq
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from chaos.schedule import Schedule, ScheduledFault

@@ -1,5 +1,6 @@
 -- One atomic batch of writes. ARGV: prefix, history, ops = ONE msgpack array with 7 items per op:
---   op, kind, field, expect (8-byte RV or ''), blob, status_len, extra
+--   op, kind, field, expect (8-byte RV or ''), blob (object bytes WITHOUT the last 8 RV bytes: the
+--   script appends the new RV), status_len, extra
 -- (one packed argument instead of 7 per op: the client packs it ~6x faster than separate args)
 -- op C create | U update (keep stored status) | T status (keep stored rest) | P put whole
 --    | D delete.  extra: for P on a Pod, a deletion deadline to index in the terminating set.
@@ -16,7 +17,7 @@ for i = 1, #A - 6, 7 do
   if op ~= 'C' and op ~= 'U' and op ~= 'T' and op ~= 'P' and op ~= 'D' then
     return redis.error_reply('ERR apply: unknown op ' .. tostring(op))
   end
-  if op ~= 'D' and (string.byte(blob, -9) ~= 207 or string.sub(blob, 2, 8) ~= '\166status') then
+  if op ~= 'D' and (string.byte(blob, -1) ~= 207 or string.byte(blob, 2) ~= 166) then
     return redis.error_reply('ERR apply: value for ' .. A[i + 1] .. ' ' .. A[i + 2] .. ' is not in stored layout')
   end
 end
@@ -37,7 +38,7 @@ for i = 1, #A - 6, 7 do
       code, rv = 4091, rv_of(old)
     else
       rv = next_rv(nops - (i - 1) / 7)
-      local new = string.sub(blob, 1, -9) .. rv8(rv)
+      local new = blob .. rv8(rv)
       redis.call('HSET', okey, f, new, '\0' .. f, A[i + 5])
       emit(kind, rv, 'ADDED', new)
     end
@@ -53,7 +54,7 @@ for i = 1, #A - 6, 7 do
     if op == 'U' then
       local os = tonumber(redis.call('HGET', okey, '\0' .. f))
       local ns = tonumber(A[i + 5])
-      new = string.sub(blob, 1, 8) .. string.sub(old, 9, 8 + os) .. string.sub(blob, 9 + ns, -9) .. rv8(rv)
+      new = string.sub(blob, 1, 8) .. string.sub(old, 9, 8 + os) .. string.sub(blob, 9 + ns) .. rv8(rv)
       redis.call('HSET', okey, f, new)
       res = new
     elseif op == 'T' then
@@ -63,7 +64,7 @@ for i = 1, #A - 6, 7 do
       redis.call('HSET', okey, f, new, '\0' .. f, ns)
       res = new
     else -- P
-      new = string.sub(blob, 1, -9) .. rv8(rv)
+      new = blob .. rv8(rv)
       redis.call('HSET', okey, f, new, '\0' .. f, A[i + 5])
       if A[i + 6] ~= '' and kind == 'Pod' then redis.call('ZADD', TERMINATING, A[i + 6], f) end
     end

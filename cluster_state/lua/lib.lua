@@ -28,17 +28,17 @@ local function rv_of(blob) return (struct.unpack('>I8', string.sub(blob, -8))) e
 
 -- Append a watch event with ID <rv>-0. Trimming is checked once per script (trim_touched), not
 -- per event: XLEN and XTRIM per write would cost more than the rest of a batched bind.
-local TOUCHED = {}
+local TOUCHED = {}   -- kind -> its stream key
 local function emit(kind, rv, typ, blob)
-  redis.call('XADD', P .. ':ev:' .. kind, string.format('%d-0', rv), 't', typ, 'o', blob)
-  TOUCHED[kind] = true
+  local sk = TOUCHED[kind]
+  if not sk then sk = P .. ':ev:' .. kind; TOUCHED[kind] = sk end
+  redis.call('XADD', sk, string.format('%d-0', rv), 't', typ, 'o', blob)
 end
 
 -- Trim each touched kind's history in chunks; every trim records the new compacted point so
 -- watches from older RVs get 410.
 local function trim_touched(history)
-  for kind, _ in pairs(TOUCHED) do
-    local sk = P .. ':ev:' .. kind
+  for kind, sk in pairs(TOUCHED) do
     if redis.call('XLEN', sk) > history + math.max(1, math.floor(history / 16)) then
       redis.call('XTRIM', sk, 'MAXLEN', history)
       local first = redis.call('XRANGE', sk, '-', '+', 'COUNT', 1)

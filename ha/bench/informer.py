@@ -205,9 +205,30 @@ def _child_informer(url: str, start_rv: int, end_rv: int, mode: str, log_path: s
     asyncio.run(main())
 
 
-def _child_live(url: str, ready, stop, out) -> None:
+class _GcPauses:
+    """Longest garbage-collector pauses (a full collection over a big cache stalls delivery)."""
+
+    def __init__(self) -> None:
+        import gc
+        self.t0 = 0.0
+        self.max_ms = {0: 0.0, 1: 0.0, 2: 0.0}
+        gc.callbacks.append(self)
+
+    def __call__(self, phase, info) -> None:
+        if phase == "start":
+            self.t0 = time.perf_counter()
+        else:
+            g = info.get("generation", 2)
+            self.max_ms[g] = max(self.max_ms[g], (time.perf_counter() - self.t0) * 1000.0)
+
+
+def _child_live(url: str, freeze: bool, ready, stop, out) -> None:
+    import gc
+
     from cluster_state.aio import AsyncApiClient
     from cluster_state.informer import Informer
+
+    pauses = _GcPauses()
 
     async def main() -> None:
         aapi = AsyncApiClient.from_url(url, prefix=PREFIX)
@@ -218,6 +239,10 @@ def _child_live(url: str, ready, stop, out) -> None:
         inf.add_event_handler(_CacheHandlers(cache, "Pod", store))
         await inf.start()
         await inf.wait_for_sync(120)
+        if freeze:
+            gc.collect()
+            gc.freeze()   # the synced cache is long-lived: keep it out of every later collection
+        pauses.max_ms = {0: 0.0, 1: 0.0, 2: 0.0}
         ready.put(os.getpid())
         await asyncio.get_running_loop().run_in_executor(None, stop.wait)
         # the writer is done; let the last events arrive
@@ -225,7 +250,7 @@ def _child_live(url: str, ready, stop, out) -> None:
         while inf.pending() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.2)
-        out.put(("live", list(inf.staleness_ms), inf.stats.handler_errors))
+        out.put(("live", list(inf.staleness_ms), inf.stats.handler_errors, pauses.max_ms[2]))
         for i in [inf, *others]:
             await i.stop()
         await aapi.close()
@@ -270,6 +295,35 @@ def _round(ctx, target, args_tail: tuple, what: str) -> list:
         _join(procs)
 
 
+def _staleness_round(ctx, api, url: str, first: int, paced_s: float, rate: float,
+                     freeze: bool) -> dict:
+    """Three live informers; the parent creates pods paced at ``rate``, stamping the write time."""
+    from cluster_state.delivery import WRITE_TIME_ANNOTATION
+    ready, out, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = _spawn(ctx, _child_live, (url, freeze, ready, stop, out), READERS)
+    try:
+        _collect(ready, READERS, 180, "live informers (start-up)")
+        n_writes = int(paced_s * rate)
+        t_start = time.perf_counter()
+        for i in range(n_writes):
+            due = t_start + i / rate
+            ahead = due - time.perf_counter()
+            if ahead > 0.0005:
+                time.sleep(ahead)
+            # creates: one round trip each (a patch is a GET + a write)
+            pod = _pod(first + i)
+            pod["metadata"]["annotations"][WRITE_TIME_ANNOTATION] = repr(time.time())
+            api.create(pod)
+        achieved = n_writes / (time.perf_counter() - t_start)
+        stop.set()
+        live = _collect(out, READERS, 120, "live informers")
+    finally:
+        _join(procs)
+    samples = [x for _, xs, _, _ in live for x in xs]
+    return {"samples": samples, "achieved": achieved, "errors": sum(e for _, _, e, _ in live),
+            "gc2_max_ms": max(g for _, _, _, g in live), "expected": READERS * n_writes}
+
+
 def _pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")
@@ -280,7 +334,6 @@ def _pct(xs: list[float], p: float) -> float:
 
 def run(quick: bool = False) -> BenchResult:
     from cluster_state.client import ApiClient
-    from cluster_state.delivery import WRITE_TIME_ANNOTATION
     from cluster_state.embedded import EmbeddedRedis
 
     n_pods = 2_000 if quick else 10_000
@@ -336,34 +389,22 @@ def run(quick: bool = False) -> BenchResult:
                         errors += herr
                         rates[what].append(n / dt)
 
-        # staleness at a paced rate
-        ready, out, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = _spawn(ctx, _child_live, (url, ready, stop, out), READERS)
-        try:
-            _collect(ready, READERS, 180, "live informers (start-up)")
-            n_writes = int(paced_s * rate)
-            t_start = time.perf_counter()
-            for i in range(n_writes):
-                due = t_start + i / rate
-                ahead = due - time.perf_counter()
-                if ahead > 0.0005:
-                    time.sleep(ahead)
-                # creates: one round trip each (a patch is a GET + a write)
-                pod = _pod(n_pods + i)
-                pod["metadata"]["annotations"][WRITE_TIME_ANNOTATION] = repr(time.time())
-                api.create(pod)
-            achieved = n_writes / (time.perf_counter() - t_start)
-            stop.set()
-            live = _collect(out, READERS, 120, "live informers")
-        finally:
-            _join(procs)
-        samples = [s for _, xs, _ in live for s in xs]
-        errors += sum(e for _, _, e in live)
+        # staleness at a paced rate: plain, then with the synced cache frozen out of the GC
+        stale = {}
+        first = n_pods
+        for freeze in (False, True):
+            stale[freeze] = _staleness_round(ctx, api, url, first, paced_s, rate, freeze)
+            first += int(paced_s * rate)
+            errors += stale[freeze]["errors"]
+        samples = stale[False]["samples"]
+        achieved = stale[False]["achieved"]
+        n_writes = int(paced_s * rate)
         api.close()
 
     mean = {k: statistics.mean(v) for k, v in rates.items() if v}
     raw, inf = mean["raw"], mean["cache"]
     p50, p99, mx = _pct(samples, 50), _pct(samples, 99), max(samples) if samples else float("nan")
+    fp50, fp99 = _pct(stale[True]["samples"], 50), _pct(stale[True]["samples"], 99)
     params = {
         "readers": READERS, "events": n_events, "pods": n_pods, "rounds": rounds,
         "cache": cache_kind, "fifo": "real", "hook": "pass-through",
@@ -372,6 +413,12 @@ def run(quick: bool = False) -> BenchResult:
         "paced_rate": rate, "paced_achieved": round(achieved, 1), "paced_s": paced_s,
         "staleness_samples": len(samples), "expected_samples": READERS * n_writes,
         "staleness_ms": {"p50": round(p50, 3), "p99": round(p99, 3), "max": round(mx, 3)},
+        "gc_gen2_max_pause_ms": round(stale[False]["gc2_max_ms"], 1),
+        "frozen": {"staleness_ms": {"p50": round(fp50, 3), "p99": round(fp99, 3),
+                                    "max": round(max(stale[True]["samples"] or [float("nan")]), 3)},
+                   "samples": len(stale[True]["samples"]), "expected": stale[True]["expected"],
+                   "paced_achieved": round(stale[True]["achieved"], 1),
+                   "gc_gen2_max_pause_ms": round(stale[True]["gc2_max_ms"], 1)},
         "handler_errors": errors,
         "targets": {"ratio": ">= 0.5", "staleness_p99_ms": "<= 5"},
     }
@@ -385,6 +432,10 @@ def run(quick: bool = False) -> BenchResult:
          "ratio": None},
         {"name": "informer staleness p99 @1k ev/s", "value": p99, "unit": "ms", "baseline": None,
          "ratio": None},
+        {"name": "staleness p50, cache gc.freeze()d after sync", "value": fp50, "unit": "ms",
+         "baseline": None, "ratio": None},
+        {"name": "staleness p99, cache gc.freeze()d after sync", "value": fp99, "unit": "ms",
+         "baseline": None, "ratio": None},
     ]
     return BenchResult(name="informer -> SchedulerCache (events/s per informer)"
                        if cache_kind == "SchedulerCache" else "informer -> dict (events/s per informer)",

@@ -370,7 +370,7 @@ class ExperimentRunner:
                     _, _, action, payload = self._timers.pop(0)
                     self._fire(action, payload)
                 if now >= next_tick:
-                    self._sample(now)
+                    self._sample(self._now())     # stamped when taken (after any chaos just fired)
                     next_tick += every
                     while next_tick <= self._now():   # a slow tick: skip, do not pile up
                         next_tick += every

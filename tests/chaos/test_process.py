@@ -2,11 +2,9 @@
 persistence, and the nemesis firing a schedule against a driver's Targets."""
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 

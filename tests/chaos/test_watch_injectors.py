@@ -234,3 +234,19 @@ def test_hooks_pickle_for_ray_and_keep_their_schedule():
     a1 = wc.hooks["Pod"].activations[0].rng.random(3)
     a2 = h.activations[0].rng.random(3)
     assert list(a1) == list(a2)
+
+
+async def test_schedule_driven_hooks_survive_a_pickle_trip_into_an_instance_config(api, aapi):
+    """What a Ray actor gets: InstanceConfig.informer_options built by informer_options(), pickled."""
+    from chaos.injectors.watch import informer_options
+    s = sched({"at": 0, "for": "60s", "fault": "watch-delay", "target": I1, "kinds": ["Pod"],
+               "delay": {"dist": "fixed", "value": "100ms"}})
+    opts = pickle.loads(pickle.dumps(informer_options(s, I1, epoch=time.time(), block_ms=100)))
+    assert opts["block_ms"] == 100 and set(opts["hooks"]) >= {"Pod", "Node"}
+    inf = informer(aapi, hook=opts["hooks"]["Pod"])
+    async with inf:
+        assert await inf.wait_for_sync(60)
+        api.create(make_pod("x"))
+        await caught_up(inf, api)
+    assert min(inf.staleness_ms) >= 100.0
+    assert opts["hooks"]["Pod"].stats.delayed >= 1 and opts["hooks"]["Node"].scheduled == []

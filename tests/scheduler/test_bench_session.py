@@ -17,7 +17,7 @@ def test_model_and_baseline_place_whole_gangs():
     cache, io = bench.build_cluster(nodes, queues, pgs, pods)
     base_placed, base_s = bench.first_fit_baseline(cache)
     placed, secs, phases = bench.model_session(cache, io)
-    assert secs > 0 and set(phases) == {"open_s", "allocate_s", "close_s"}
+    assert secs > 0 and set(phases) == {"open_s", "allocate_s", "close_s", "fastpath"}
 
     binds = [(k, n) for op, k, n in (o for o in _io_ops(io) if o[0] == "bind")]
     assert placed == len(binds) > 0

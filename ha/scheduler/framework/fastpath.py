@@ -46,6 +46,7 @@ _EXACT = float(2 ** 53)  # ints beyond this do not survive float64 (balanced: in
 _EPS = 0.1               # Volcano's minResource
 _MISSING = object()
 _EMPTY: dict = {}
+_NONE = np.zeros(0, dtype=np.intp)
 
 
 def for_session(ssn: Any) -> "AllocateFastPath | None":
@@ -122,7 +123,7 @@ def unsupported_reason(ssn: Any) -> str | None:
 # ------------------------------------------------------------------------------------- per-task facts
 
 class _TaskFacts:
-    __slots__ = ("rows", "req", "simple", "nz_cpu", "nz_mem", "pl_cpu", "pl_mem", "pl_zero",
+    __slots__ = ("rows", "all_rows", "req", "simple", "nz_cpu", "nz_mem", "pl_cpu", "pl_mem", "pl_zero",
                  "vector_nodeorder", "affinity", "tolerations", "binpack_dims")
 
 
@@ -151,6 +152,9 @@ class AllocateFastPath:
             self.ok, self.reason = False, "node missing from the k8s view"
             return
         self.self_exclusion = bool(getattr(ssn.switches, "self_exclusion", False))
+        from ha.scheduler.framework.util import calculate_num_of_feasible_nodes_to_find
+        self.to_find = calculate_num_of_feasible_nodes_to_find(self.n)
+        self.chunk = max(2 * self.to_find, 512)
         self.tasks: dict[Any, _TaskFacts] = {}
         self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0}
 
@@ -193,10 +197,9 @@ class AllocateFastPath:
         self.pod_count = np.zeros(n, dtype=np.int64)
         self.plugin_ok = np.ones(n, dtype=bool)
         self.pods_ok = np.ones(n, dtype=bool)
-        # k8s view (ints): allocatable, non-zero requested, requested for cpu / memory
-        self.k_alloc = np.zeros((2, n), dtype=np.int64)
-        self.k_nz = np.zeros((2, n), dtype=np.int64)
-        self.k_req = np.zeros((2, n), dtype=np.int64)
+        # k8s view (ints), rows: allocatable cpu, memory; non-zero requested cpu, memory;
+        # requested cpu, memory
+        self.k = np.zeros((6, n), dtype=np.int64)
         # binpack: Volcano Used / Allocatable per resource name
         self.bp_used: dict[str, np.ndarray] = {}
         self.bp_alloc: dict[str, np.ndarray] = {}
@@ -205,7 +208,7 @@ class AllocateFastPath:
             self._load_row(i)
         if not self.ok:
             return
-        self.regular = bool((self.k_alloc != 0).all())
+        self.regular = bool((self.k[0:2] != 0).all())
         self.dirty: set = set()
         for node, v in zip(self.node_list, self.views):
             node._sink = self.dirty
@@ -216,25 +219,30 @@ class AllocateFastPath:
         node = self.node_list[i]
         fi = node.future_idle()
         idle = node.idle
-        for d, r in self.dim_row.items():
-            self.fi[r, i] = fi.get(d)
-            self.idle[r, i] = idle.get(d)
-        self.pods_max[i] = node.allocatable.max_task_num
+        fa, ia = self.fi, self.idle
+        fa[0, i] = fi.milli_cpu
+        fa[1, i] = fi.memory
+        ia[0, i] = idle.milli_cpu
+        ia[1, i] = idle.memory
+        if len(self.dims) > 2:
+            for d in self.dims[2:]:
+                r = self.dim_row[d]
+                fa[r, i] = fi.get(d)
+                ia[r, i] = idle.get(d)
+        pm = node.allocatable.max_task_num
+        self.pods_max[i] = pm
         v = self.views[i]
         pc = v.pod_count()
         self.pod_count[i] = pc
-        ok = self.pods_max[i] > pc
+        ok = pm > pc
         self.pods_ok[i] = ok
-        self.plugin_ok[i] = ok and not self.static_block[i] if self.pred is not None else True
-        for r, d in enumerate(("cpu", "memory")):
-            a = v.allocatable.get(d, 0)
-            nz = v.non_zero_requested.get(d, 0)
-            rq = v.requested.get(d, 0)
-            if max(abs(a), abs(nz), abs(rq)) * 101 >= _EXACT:
-                self.ok, self.reason = False, f"k8s quantities of node {node.name} too large"
-            self.k_alloc[r, i] = a
-            self.k_nz[r, i] = nz
-            self.k_req[r, i] = rq
+        self.plugin_ok[i] = (ok and not self.static_block[i]) if self.pred is not None else True
+        al, nzr, rq = v.allocatable, v.non_zero_requested, v.requested
+        vals = (al.get("cpu", 0), al.get("memory", 0), nzr.get("cpu", 0), nzr.get("memory", 0),
+                rq.get("cpu", 0), rq.get("memory", 0))
+        if max(vals) * 101 >= _EXACT or min(vals) < 0:
+            self.ok, self.reason = False, f"k8s quantities of node {node.name} out of range"
+        self.k[:, i] = vals
         for d, arr in self.bp_used.items():
             arr[i] = node.used.get(d)
             self.bp_alloc[d][i] = node.allocatable.get(d)
@@ -277,6 +285,7 @@ class AllocateFastPath:
             if d not in self.dim_row:
                 self._add_dim(d)
         f.rows = np.array([self.dim_row[d] for d in dims], dtype=np.intp)
+        f.all_rows = f.rows.tolist() == list(range(len(self.dims)))
         f.req = np.array([r.get(d) for d in dims], dtype=float)[:, None]
         pod = task.pod
         spec = _spec(pod)
@@ -323,13 +332,20 @@ class AllocateFastPath:
         return f
 
     # -- predicate ------------------------------------------------------------------------------
+    def _windows(self, start: int):
+        """Index ranges [a, b) in scan order (start .. n-1, then 0 .. start-1), in chunks: most
+        scans stop after numFeasibleNodes fits, long before the end of the list."""
+        n, chunk = self.n, self.chunk
+        for lo, hi in ((start, n), (0, start)):
+            for a in range(lo, hi, chunk):
+                yield a, min(a + chunk, hi)
+
     def predicate_nodes(self, task: Any, ph: Any, enable_error_cache: bool) -> np.ndarray | None:
         """Indices (into ``ssn.node_list``, in scan order) of the nodes the scalar
         ``PredicateHelper.predicate_nodes`` would return, advancing its start index the same way;
         an empty array (start index untouched) when no node is feasible, so that the caller runs
         the scalar scan for the exact FitErrors; None when this task needs the scalar path."""
-        from ha.scheduler.framework.util import (_get_last_index, _set_last_index,
-                                                 calculate_num_of_feasible_nodes_to_find)
+        from ha.scheduler.framework.util import _get_last_index, _set_last_index
         ssn = self.ssn
         if not self.ok or ssn.node_list is not self.node_list or len(self.node_list) != self.n:
             return None
@@ -341,38 +357,52 @@ class AllocateFastPath:
         if not self.ok:
             return None
         f = self._facts(task)
-        n = self.n
-        rows = f.rows
-        fi = self.fi if (len(rows) == self.fi.shape[0] and (rows == np.arange(len(rows))).all()) else self.fi[rows]
-        fit = ((f.req - fi) < _EPS).all(axis=0)
-        mask = fit & (self.plugin_ok if f.simple else self.pods_ok)
+        n, to_find = self.n, self.to_find
+        start = _get_last_index(ph._owner) % n
+        # PR fix S1: a task Pipelined on a node does not compete with its own reservation there
+        j0, ok0 = -1, False
         if self.self_exclusion and task.status == TaskStatus.PIPELINED:
             j = self.index.get(task.node_name)
             if j is not None:
                 from ha.scheduler.actions.allocate import future_idle_for
-                node = self.node_list[j]
-                ok = task.init_resreq.less_equal(future_idle_for(ssn, task, node), ZERO)
-                mask[j] = ok and (self.plugin_ok[j] if f.simple else self.pods_ok[j])
-        cand = np.flatnonzero(mask)
-        start = _get_last_index(ph._owner) % n
-        if start:
-            k = int(np.searchsorted(cand, start))
-            if k:
-                cand = np.concatenate((cand[k:], cand[:k]))
-        to_find = calculate_num_of_feasible_nodes_to_find(n)
+                j0 = j
+                ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j]), ZERO)
+        gate = self.plugin_ok if f.simple else self.pods_ok
+        fi_all = self.fi if f.all_rows else None
+        req = f.req
+        parts: list[np.ndarray] = []
+        got = 0
+        found: list[int] = []
+        pfn = ssn.predicate_for_allocate_action
+        nl = self.node_list
+        for a, b in self._windows(start):
+            fi = fi_all[:, a:b] if fi_all is not None else self.fi[f.rows, a:b]
+            m = ((req - fi) < _EPS).all(axis=0)
+            m &= gate[a:b]
+            if a <= j0 < b:
+                m[j0 - a] = ok0 and gate[j0]
+            idx = np.flatnonzero(m)
+            if not len(idx):
+                continue
+            idx += a
+            if f.simple:
+                parts.append(idx)
+                got += len(idx)
+                if got >= to_find:
+                    break
+            else:
+                for j in idx.tolist():
+                    if pfn(task, nl[j]) is None:
+                        found.append(j)
+                        if len(found) >= to_find:
+                            break
+                if len(found) >= to_find:
+                    break
         if f.simple:
-            sel = cand[:to_find]
-            full = len(sel) >= to_find
+            sel = (np.concatenate(parts) if len(parts) > 1 else parts[0])[:to_find] if parts else _NONE
+            full = got >= to_find
         else:
             self.stats["scalar_predicate"] += 1
-            found: list[int] = []
-            pfn = ssn.predicate_for_allocate_action
-            nl = self.node_list
-            for j in cand.tolist():
-                if pfn(task, nl[j]) is None:
-                    found.append(j)
-                    if len(found) >= to_find:
-                        break
             sel = np.array(found, dtype=np.intp)
             full = len(found) >= to_find
         if len(sel) == 0:
@@ -388,9 +418,7 @@ class AllocateFastPath:
         """``AllocateAction.prioritize_nodes`` over the nodes ``sel``: the Idle-fit group first,
         else the FutureIdle-fit group; best score, ties broken with the session RNG."""
         f = self._facts(task)
-        rows = f.rows
-        idle = self.idle[rows][:, sel] if len(rows) != self.idle.shape[0] or not (
-            rows == np.arange(len(rows))).all() else self.idle[:, sel]
+        idle = self.idle[:, sel] if f.all_rows else self.idle[f.rows][:, sel]
         idle_fit = ((f.req - idle) < _EPS).all(axis=0)
         n_idle = int(idle_fit.sum())
         group = sel[idle_fit] if n_idle else sel
@@ -422,22 +450,24 @@ class AllocateFastPath:
             nl, views = self.node_list, self.views
             return np.array([p.node_score(views[j], task) for j in g.tolist()], dtype=float)
         total = np.zeros(len(g), dtype=np.int64)
+        k = self.k[:, g]
+        a_c, a_m = k[0], k[1]
         if p.least_req_weight or p.most_req_weight:
-            a_c, a_m = self.k_alloc[0, g], self.k_alloc[1, g]
-            r_c = self.k_nz[0, g] + f.nz_cpu
-            r_m = self.k_nz[1, g] + f.nz_mem
+            r_c = k[2] + f.nz_cpu
+            r_m = k[3] + f.nz_mem
             if p.least_req_weight:
-                s_c = np.where(r_c > a_c, 0, (a_c - r_c) * 100 // a_c)
-                s_m = np.where(r_m > a_m, 0, (a_m - r_m) * 100 // a_m)
+                s_c = (a_c - r_c) * 100 // a_c
+                s_c[r_c > a_c] = 0
+                s_m = (a_m - r_m) * 100 // a_m
+                s_m[r_m > a_m] = 0
                 total += ((s_c * 50 + s_m * 50) // 100) * p.least_req_weight
             if p.most_req_weight:
                 s_c = np.minimum(r_c, a_c) * 100 // a_c
                 s_m = np.minimum(r_m, a_m) * 100 // a_m
                 total += ((s_c + s_m) // 2) * p.most_req_weight
         if p.balanced_resource_weight and not f.pl_zero:
-            a_c, a_m = self.k_alloc[0, g], self.k_alloc[1, g]
-            f_c = np.minimum((self.k_req[0, g] + f.pl_cpu) / a_c, 1.0)
-            f_m = np.minimum((self.k_req[1, g] + f.pl_mem) / a_m, 1.0)
+            f_c = np.minimum((k[4] + f.pl_cpu) / a_c, 1.0)
+            f_m = np.minimum((k[5] + f.pl_mem) / a_m, 1.0)
             std = np.abs((f_c - f_m) / 2)
             total += ((1 - std) * 100).astype(np.int64) * p.balanced_resource_weight
         if p.node_affinity_weight and f.affinity:

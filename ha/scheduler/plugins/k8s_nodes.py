@@ -24,11 +24,26 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 _EMPTY: dict = {}
 
 
+# parse_quantity is pure and depends on the name only through "cpu or not"; the same few
+# quantity strings repeat across thousands of pods (Decimal parsing was a fifth of a session)
+_Q_MEMO: dict[tuple, int] = {}
+
+
 def _q(name: str, value: Any) -> int:
+    key = (name == "cpu", type(value), value)
     try:
-        return parse_quantity(name, value)
+        return _Q_MEMO[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: not a quantity
+        key = None
+    try:
+        out = parse_quantity(name, value)
     except QuantityError:
-        return 0
+        out = 0
+    if key is not None and len(_Q_MEMO) < 100_000:
+        _Q_MEMO[key] = out
+    return out
 
 
 def pod_requests(pod: dict, *, non_zero: bool) -> dict[str, int]:
