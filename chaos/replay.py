@@ -176,9 +176,11 @@ def replay_instance(results_dir: str | os.PathLike, instance: str, until_rv: int
 
 
 def replay_cli(results_dir: str | os.PathLike, instance: str, until: int | None = None, *,
-               as_json: bool = True, echo=print) -> int:
+               until_seq: int | None = None, as_json: bool = True, echo=print) -> int:
     """The ``replay`` command: prints the digest as JSON; exit 0 (BadInput propagates: exit 2)."""
-    out = replay_instance(results_dir, instance, until)
+    if until_seq is not None and until_seq < 0:
+        raise BadInput(f"--until-seq: a delivery-log position is ≥ 0, got {until_seq}")
+    out = replay_instance(results_dir, instance, until, until_seq=until_seq)
     if as_json:
         echo(json.dumps(out, indent=1, sort_keys=True, default=str))
     else:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .client import _check_client
-from .store import SCRIPTS, Command, Op, Script, Store, Stream, keys_for
+from .store import SCRIPTS, Command, Op, Script, Store, Stream, Txn, keys_for
 from .watch import ListResult, WatchEvent
 
 __all__ = ["AsyncApiClient"]
@@ -40,7 +42,7 @@ class AsyncApiClient:
         await self.close()
 
     # --- driver -----------------------------------------------------------------------------
-    async def _stream(self, scripts) -> list:
+    async def _stream(self, scripts, on_reply=None) -> list:
         pool = self.redis.connection_pool
         conn = None
         sent: list[Script] = []
@@ -51,11 +53,15 @@ class AsyncApiClient:
                     conn = await pool.get_connection()
                 await conn.send_command("EVALSHA", SCRIPTS[s.name][1], 0, *s.args)
                 sent.append(s)
-            for _ in sent:
+            for i in range(len(sent)):
                 try:
-                    out.append(await conn.read_response())
+                    r = await conn.read_response()
                 except ResponseError as e:   # drain every reply before handling errors
                     out.append(e)
+                    continue
+                out.append(r)
+                if on_reply is not None:
+                    on_reply(i, r)
         except BaseException:
             if conn is not None:
                 await conn.disconnect()   # replies may be left unread: never reuse this connection
@@ -70,9 +76,45 @@ class AsyncApiClient:
                 raise r
         return out
 
-    async def _execute(self, req: Script | Command | Stream) -> Any:
+    async def _txn(self, commands: tuple) -> list:
+        """MULTI, the commands, EXEC in one write; EXEC's raw reply (no response callbacks).
+        (Read-only use: a broken connection is reconnected and the transaction sent once more.)"""
+        cmds = (("MULTI",), *commands, ("EXEC",))
+        pool = self.redis.connection_pool
+        for attempt in (0, 1):
+            conn = await pool.get_connection()
+            try:
+                await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
+                replies, err = [], None
+                for _ in cmds:   # drain every reply before raising: the connection stays in step
+                    try:
+                        replies.append(await conn.read_response())
+                    except ResponseError as e:
+                        err = err or e
+                        replies.append(e)
+                break
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                await conn.disconnect()
+                if attempt:
+                    raise
+            except BaseException:
+                await conn.disconnect()
+                raise
+            finally:
+                await pool.release(conn)
+        if err is not None:
+            raise err
+        out = replies[-1]
+        for r in out or ():
+            if isinstance(r, Exception):
+                raise r
+        return out
+
+    async def _execute(self, req: Script | Command | Stream | Txn) -> Any:
+        if isinstance(req, Txn):
+            return await self._txn(req.commands)
         if isinstance(req, Stream):
-            return await self._stream(req.scripts)
+            return await self._stream(req.scripts, req.on_reply)
         if isinstance(req, Command):
             return await self.redis.execute_command(*req.args)
         src, sha = SCRIPTS[req.name]
@@ -113,8 +155,11 @@ class AsyncApiClient:
     async def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> dict:
         return await self._run(self.store.bind(namespace, name, node_name, uid=uid))
 
-    async def bind_many(self, bindings: list[tuple[str, str, str]]) -> list:
-        return await self._run(self.store.bind_many(bindings))
+    async def bind_many(self, bindings: list[tuple[str, str, str]], *,
+                  uids: list[str | None] | None = None) -> list:
+        """Per binding the bound pod or an ApiError; ``uids[i]`` (if given and not None) is a
+        uid precondition for binding i (Conflict if the stored pod's uid differs)."""
+        return await self._run(self.store.bind_many(bindings, uids=uids))
 
     async def delete(self, kind: str, name: str, namespace: str | None = None, *,
                      grace_period_seconds: int | None = None, resource_version: int | None = None,

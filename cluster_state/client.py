@@ -2,15 +2,22 @@
 this module only drives its operations over a blocking connection."""
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
 import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .store import SCRIPTS, Command, Op, Script, Store, Stream, keys_for
+from .store import SCRIPTS, Command, Op, Script, Store, Stream, Txn, keys_for
 from .watch import ListResult, WatchEvent
 
 __all__ = ["ApiClient"]
+
+# commands whose raw reply is what redis-py's execute_command would return (no response callback)
+_RAW_REPLY = frozenset({"GET", "HGET", "HMGET"})
 
 
 def _check_client(client: Any) -> None:
@@ -29,6 +36,11 @@ class ApiClient:
         self.redis = redis_client
         self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding)
         self.keys = keys_for(prefix)
+        # one connection per thread, taken from the pool once and kept: a pool checkout per call
+        # (redis-py polls the socket for stale data each time) cost ~20 us, a third of a create
+        self._local = threading.local()
+        self._held: list = []
+        self._held_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "ht", **kw) -> "ApiClient":
@@ -39,7 +51,45 @@ class ApiClient:
         return self.store.prefix
 
     def close(self) -> None:
+        self._release_held()
         self.redis.close()
+
+    def _release_held(self) -> None:
+        with self._held_lock:
+            held, self._held = self._held, []
+        pool = self.redis.connection_pool
+        for conn in held:
+            try:
+                pool.release(conn)
+            except Exception:   # pragma: no cover - a pool already torn down
+                pass
+        self._local = threading.local()
+
+    def _conn(self):
+        loc = self._local
+        conn = getattr(loc, "conn", None)
+        if conn is None or loc.pid != os.getpid():   # a forked child never shares the parent's socket
+            conn = self.redis.connection_pool.get_connection()
+            loc.conn, loc.pid = conn, os.getpid()
+            with self._held_lock:
+                self._held.append(conn)
+        return conn
+
+    def _call(self, *args) -> Any:
+        """One request on this thread's connection. A connection failure falls back to redis-py's
+        own path (its reconnect + retry policy), as if we had called execute_command directly."""
+        conn = self._conn()
+        try:
+            conn.send_command(*args)
+            return conn.read_response()
+        except ResponseError:
+            raise                        # a reply was read: the connection is in step
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            conn.disconnect()
+            return self.redis.execute_command(*args)
+        except BaseException:
+            conn.disconnect()            # a reply may be unread: never reuse this socket as is
+            raise
 
     def __enter__(self) -> "ApiClient":
         return self
@@ -48,29 +98,29 @@ class ApiClient:
         self.close()
 
     # --- driver -----------------------------------------------------------------------------
-    def _stream(self, scripts) -> list:
-        pool = self.redis.connection_pool
+    def _stream(self, scripts, on_reply=None) -> list:
         conn = None
         sent: list[Script] = []
         out: list = []
         try:
             for s in scripts:
                 if conn is None:
-                    conn = pool.get_connection()
+                    conn = self._conn()
                 conn.send_command("EVALSHA", SCRIPTS[s.name][1], 0, *s.args)
                 sent.append(s)
-            for _ in sent:
+            for i in range(len(sent)):
                 try:
-                    out.append(conn.read_response())
+                    r = conn.read_response()
                 except ResponseError as e:   # drain every reply before handling errors
                     out.append(e)
+                    continue
+                out.append(r)
+                if on_reply is not None:
+                    on_reply(i, r)
         except BaseException:
             if conn is not None:
-                conn.disconnect()   # replies may be left unread: never reuse this connection
+                conn.disconnect()   # replies may be left unread: never reuse this connection as is
             raise
-        finally:
-            if conn is not None:
-                pool.release(conn)
         for i, r in enumerate(out):
             if isinstance(r, NoScriptError):
                 out[i] = self._execute(sent[i])   # nothing ran: load the script and resend
@@ -78,17 +128,52 @@ class ApiClient:
                 raise r
         return out
 
-    def _execute(self, req: Script | Command | Stream) -> Any:
+    def _txn(self, commands: tuple) -> list:
+        """MULTI, the commands, EXEC in one write on this thread's connection; EXEC's raw reply.
+        (Read-only use: a broken connection is reconnected and the transaction sent once more.)"""
+        cmds = (("MULTI",), *commands, ("EXEC",))
+        for attempt in (0, 1):
+            conn = self._conn()
+            try:
+                conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
+                replies, err = [], None
+                for _ in cmds:   # drain every reply before raising: the connection stays in step
+                    try:
+                        replies.append(conn.read_response())
+                    except ResponseError as e:
+                        err = err or e
+                        replies.append(e)
+                break
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                conn.disconnect()
+                if attempt:
+                    raise
+            except BaseException:
+                conn.disconnect()
+                raise
+        if err is not None:
+            raise err
+        out = replies[-1]
+        for r in out or ():
+            if isinstance(r, Exception):
+                raise r
+        return out
+
+    def _execute(self, req: Script | Command | Stream | Txn) -> Any:
+        if isinstance(req, Txn):
+            return self._txn(req.commands)
         if isinstance(req, Stream):
-            return self._stream(req.scripts)
+            return self._stream(req.scripts, req.on_reply)
         if isinstance(req, Command):
+            if req.args[0] in _RAW_REPLY:
+                return self._call(*req.args)
             return self.redis.execute_command(*req.args)
         src, sha = SCRIPTS[req.name]
         try:
-            return self.redis.execute_command("EVALSHA", sha, 0, *req.args)
+            return self._call("EVALSHA", sha, 0, *req.args)
         except NoScriptError:  # first use, or Redis restarted and lost its script cache
             self.redis.script_load(src)
-            return self.redis.execute_command("EVALSHA", sha, 0, *req.args)
+            return self._call("EVALSHA", sha, 0, *req.args)
 
     def _run(self, op: Op) -> Any:
         try:
@@ -121,8 +206,11 @@ class ApiClient:
     def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> dict:
         return self._run(self.store.bind(namespace, name, node_name, uid=uid))
 
-    def bind_many(self, bindings: list[tuple[str, str, str]]) -> list:
-        return self._run(self.store.bind_many(bindings))
+    def bind_many(self, bindings: list[tuple[str, str, str]], *,
+                  uids: list[str | None] | None = None) -> list:
+        """Per binding the bound pod or an ApiError; ``uids[i]`` (if given and not None) is a
+        uid precondition for binding i (Conflict if the stored pod's uid differs)."""
+        return self._run(self.store.bind_many(bindings, uids=uids))
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                grace_period_seconds: int | None = None, resource_version: int | None = None,

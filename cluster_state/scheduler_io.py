@@ -113,12 +113,8 @@ class ApiServerIO:
         return errors
 
     def _bind_many(self, bindings: list[tuple[str, str, str]], uids: list[str | None]) -> list:
-        # ApiClient.bind_many has no uid preconditions; its Store op does (one Lua call per round).
-        store = getattr(self.api, "store", None)
-        run = getattr(self.api, "_run", None)
-        if store is not None and run is not None:
-            return run(store.bind_many(bindings, uids=uids))
-        return self.api.bind_many(bindings)
+        # one Lua call per 100 binds, each with its pod's uid as a precondition
+        return self.api.bind_many(bindings, uids=uids)
 
     # ---------------------------------------------------------------------------------- Evictor
     def evict(self, pod: dict, reason: str) -> None:

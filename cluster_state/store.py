@@ -11,14 +11,16 @@ Redis layout under ``<prefix>:``
   ev:<Kind>        stream of watch events, entry ID "<rv>-0", fields t=<type>, o=<object bytes>
   compacted        hash  Kind -> RV up to which that kind's history may be missing (410 below it)
   terminating      zset  Pod field -> graceful-deletion deadline (unix seconds)
-Every write is ONE EVALSHA of lua/apply.lua (check, bump RV, store, append event, trim); a batch
-of writes (bind_many) is one EVALSHA per 100.
+Every write is ONE EVALSHA of lua/apply.lua (check, bump RV, store, append event, trim), or of
+lua/create.lua (the same for one create, leaner); pods/binding runs inside Redis (lua/bind.lua,
+100 pods per EVALSHA).
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,15 +33,16 @@ from .codec import decode, encode, rv_bytes
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, CorruptObject, Gone, Invalid,
                      NotFound, ServerError)
 from .objects import KindInfo, kind_info, normalise, object_key
-from .watch import ListResult, WatchEvent, event_from_entry
+from .watch import ListResult, WatchEvent, events_from_entries
 
-__all__ = ["Script", "Command", "Stream", "Store", "Op", "keys_for", "SCRIPTS"]
+__all__ = ["Script", "Command", "Stream", "Txn", "Store", "Op", "keys_for", "SCRIPTS"]
 
 _packb = msgpack.packb
 # retries of read-modify-write operations (bind, patch, graceful delete) on a racing writer,
 # like the apiserver's GuaranteedUpdate loop
 MAX_RETRIES = 16
-BIND_CHUNK = 100         # binds per Lua call in bind_many; longer lists: calls pipelined (Stream)
+BIND_CHUNK = 50          # binds per Lua call in bind_many, calls pipelined (Stream): the client
+                         # decodes chunk k's pods while Redis binds chunk k+1
 FINALIZE_BATCH = 1000
 
 
@@ -47,7 +50,7 @@ def _load_scripts() -> dict[str, tuple[str, str]]:
     lua = resources.files("cluster_state") / "lua"
     lib = (lua / "lib.lua").read_text()
     out = {}
-    for name in ("apply", "watch_read", "list", "compact", "finalize"):
+    for name in ("apply", "create", "bind", "watch_read", "list", "compact", "finalize"):
         src = lib + "\n" + (lua / f"{name}.lua").read_text()
         out[name] = (src, hashlib.sha1(src.encode()).hexdigest())
     return out
@@ -71,8 +74,18 @@ class Command:
 class Stream:
     """Scripts sent on one connection *as they are produced* (the iterator does the Python work
     between sends), replies read at the end: Redis runs chunk k while we encode chunk k+1. The
-    driver returns the replies in order."""
+    driver returns the replies in order, and calls ``on_reply(i, reply)`` (if given) for each
+    successful reply as soon as it is read, so the caller's work on reply k overlaps Redis's work
+    on script k+1."""
     scripts: Iterator[Script]
+    on_reply: Callable[[int, Any], None] | None = None
+
+
+@dataclass(frozen=True)
+class Txn:
+    """Commands run as one MULTI/EXEC (atomic, no script): the driver returns EXEC's reply, the
+    commands' raw replies in order (an error reply is raised)."""
+    commands: tuple
 
 
 Op = Generator[Any, Any, Any]
@@ -115,6 +128,7 @@ def _new_uid() -> str:
 
 
 KINDS_POD = kind_info("Pod")
+_NAME_OK = re.compile(r"[^/\s]{1,253}").fullmatch   # objects._check_name's rule (fast path only)
 
 
 def _ref(info: KindInfo, key: str) -> dict:
@@ -196,8 +210,8 @@ class Store:
         if md.get("creationTimestamp") is None:
             md["creationTimestamp"] = time.time()
         blob, slen = encode(obj)
-        raw = yield self._apply([("C", info.name, key, "", blob, slen, "")])
-        code, rv, _ = raw
+        # lua/create.lua: apply's op C without an op list to pack and unpack
+        code, rv = yield Script("create", [self.prefix, self.history, info.name, key, blob[:-8], slen])
         if code:
             _raise_for(code, rv, info, key, "create")
         md["resourceVersion"] = rv
@@ -419,70 +433,145 @@ class Store:
         return results[0]
 
     def bind_many(self, bindings: list[tuple[str, str, str]], *, uids: list | None = None) -> Op:
-        """Many pods/binding writes in ONE apply script per round; per-item result or ApiError."""
-        info = kind_info("Pod")
-        okey = self.keys.obj("Pod")
+        """Many pods/binding writes; per-item result (the bound pod) or ApiError. ``uids``: per
+        binding a uid precondition or None.
+
+        The binding itself runs inside Redis (lua/bind.lua: read, check, splice, store, event —
+        atomic per pod, so no RV precondition or retry is needed), 100 per script. A pod whose
+        stored shape the script does not handle (e.g. a non-map spec) comes back as 422 and is
+        bound here by the Python read-modify-write path, with an RV precondition."""
+        info = KINDS_POD
         n = len(bindings)
+        if uids is not None and (not isinstance(uids, (list, tuple)) or len(uids) != n):
+            raise BadRequest(f"uids: expected a list of {n} uids or None, got {uids!r:.80}",
+                             kind="Pod", field="uids")
         results: list[Any] = [None] * n
         pending: list[int] = []
         keys: list[str] = [""] * n
+        name_ok = _NAME_OK
         for i, b in enumerate(bindings):
             try:
                 if not isinstance(b, (tuple, list)) or len(b) != 3:
                     raise BadRequest(f"binding #{i}: expected (namespace, name, node_name), got {b!r:.80}",
                                      kind="Pod", field="binding")
                 ns, name, node = b
-                keys[i] = object_key(info, name, ns)
-                _check_str(node, "target.name", {"kind": "Pod", "namespace": ns, "name": name})
+                u = uids[i] if uids is not None else None
+                if (type(ns) is str and type(name) is str and type(node) is str and node
+                        and (u is None or type(u) is str) and name_ok(ns) and name_ok(name)):
+                    keys[i] = f"{ns}/{name}"   # the common case, checked as object_key would
+                else:
+                    keys[i] = object_key(info, name, ns)
+                    ref = {"kind": "Pod", "namespace": ns, "name": name}
+                    _check_str(node, "target.name", ref)
+                    if u is not None and not isinstance(u, str):
+                        raise BadRequest(f"uid precondition must be a string or None, got {u!r:.80}",
+                                         field="metadata.uid", **ref)
                 pending.append(i)
             except ApiError as e:
                 results[i] = e
+        if not pending:
+            return results
+        cond = _packb({"type": "PodScheduled", "status": "True", "reason": "", "message": "",
+                       "lastTransitionTime": time.time()}, use_bin_type=True)
+        head = [cond, 1 if self.clear_nnn_on_binding else 0]
+        chunks = [pending[j:j + BIND_CHUNK] for j in range(0, len(pending), BIND_CHUNK)]
+
+        def script(idx: list[int]) -> Script:
+            flat = list(head)
+            for i in idx:
+                u = uids[i] if uids is not None else None
+                flat += (keys[i], bindings[i][2], False if u is None else u)
+            return Script("bind", [self.prefix, self.history, _packb(flat, use_bin_type=False)])
+
+        fallback: list[int] = []
+        unpackb = msgpack.unpackb   # our script wrote these bytes: a stored-layout map
+        done = [False] * len(chunks)
+
+        def handle(k: int, raw: list) -> None:
+            done[k] = True
+            for j, i in enumerate(chunks[k]):
+                code, a, b = raw[3 * j], raw[3 * j + 1], raw[3 * j + 2]
+                if code == 0:
+                    try:
+                        results[i] = unpackb(b, raw=False, strict_map_key=False)
+                    except Exception:
+                        try:
+                            results[i] = self._decode_stored(b, info, keys[i])
+                        except ApiError as e:
+                            results[i] = e
+                elif code == 422:
+                    fallback.append(i)
+                else:
+                    results[i] = self._bind_error(code, a, b, keys[i], uids[i] if uids else None)
+
+        if len(chunks) == 1:
+            replies = [(yield script(chunks[0]))]
+        else:
+            replies = yield Stream((script(c) for c in chunks), on_reply=handle)
+        for k, raw in enumerate(replies):
+            if not done[k]:
+                handle(k, raw)
+        if fallback:
+            yield from self._bind_many_rmw(bindings, keys, fallback, uids, results)
+        return results
+
+    @staticmethod
+    def _bind_error(code: int, reason: int, detail: Any, key: str, uid: str | None) -> ApiError:
+        ref = _ref(KINDS_POD, key)
+        if code == 404:
+            return NotFound("bind: not found", **ref)
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        if code == 409 and reason == 1:
+            return Conflict(f"bind: precondition failed: uid {uid!r} != stored {detail!r}", **ref)
+        if code == 409 and reason == 2:
+            return Conflict(f"bind: pod {key} is being deleted, cannot be assigned to a host", **ref)
+        if code == 409 and reason == 3:
+            return Conflict(f"bind: pod {key} is already assigned to node {detail!r}",
+                            field="spec.nodeName", **ref)
+        return ServerError(f"bind: unexpected reply code {code}", **ref)
+
+    def _bind_many_rmw(self, bindings, keys: list[str], pending: list[int], uids: list | None,
+                       results: list) -> Op:
+        """The Python read-modify-write binder (HMGET, bind, RV-checked put; retried on a race),
+        for the pods the Lua binder hands back."""
+        info = KINDS_POD
+        okey = self.keys.obj("Pod")
         for _ in range(MAX_RETRIES):
             if not pending:
                 break
             raws = yield Command(("HMGET", okey, *[keys[i] for i in pending]))
-            chunks: list[list[int]] = []   # result indices of each script sent
-
-            def scripts(todo=pending, raws=raws, chunks=chunks) -> Iterator[Script]:
-                ops, idx = [], []
-                now = time.time()
-                for i, raw in zip(todo, raws):
+            ops, idx = [], []
+            now = time.time()
+            for i, raw in zip(pending, raws):
+                try:
+                    if raw is None:
+                        raise NotFound("bind: not found", **_ref(info, keys[i]))
+                    pod = self._bind_pod(self._decode_stored(raw, info, keys[i]), bindings[i][2],
+                                         uids[i] if uids else None, keys[i], now)
+                    blob, slen = encode(pod)
+                except ApiError as e:
+                    results[i] = e
+                    continue
+                results[i] = pod
+                ops.append(("P", "Pod", keys[i], raw[-8:], blob, slen, ""))
+                idx.append(i)
+            pending = []
+            if not ops:
+                break
+            raw = yield self._apply(ops)
+            for i, (code, rv, _) in zip(idx, self._triples(raw)):
+                if code == 0:
+                    results[i]["metadata"]["resourceVersion"] = rv
+                elif code == 4092:
+                    pending.append(i)   # raced with another writer: re-read, re-check, retry
+                else:
                     try:
-                        if raw is None:
-                            raise NotFound("bind: not found", **_ref(info, keys[i]))
-                        pod = self._bind_pod(self._decode_stored(raw, info, keys[i]), bindings[i][2],
-                                             uids[i] if uids else None, keys[i], now)
-                        blob, slen = encode(pod)
+                        _raise_for(code, rv, info, keys[i], "bind")
                     except ApiError as e:
                         results[i] = e
-                        continue
-                    results[i] = pod
-                    ops.append(("P", "Pod", keys[i], raw[-8:], blob, slen, ""))
-                    idx.append(i)
-                    if len(ops) == BIND_CHUNK:
-                        chunks.append(idx)
-                        yield self._apply(ops)
-                        ops, idx = [], []
-                if ops:
-                    chunks.append(idx)
-                    yield self._apply(ops)
-
-            replies = yield Stream(scripts())
-            pending = []
-            for idx, raw in zip(chunks, replies):
-                for i, (code, rv, _) in zip(idx, self._triples(raw)):
-                    if code == 0:
-                        results[i]["metadata"]["resourceVersion"] = rv
-                    elif code == 4092:
-                        pending.append(i)   # raced with another writer: re-read, re-check, retry
-                    else:
-                        try:
-                            _raise_for(code, rv, info, keys[i], "bind")
-                        except ApiError as e:
-                            results[i] = e
         for i in pending:
             results[i] = Conflict(f"bind: gave up after {MAX_RETRIES} conflicting writes", **_ref(info, keys[i]))
-        return results
 
     # --- watch ----------------------------------------------------------------------------------
     def watch(self, kind: str, resource_version: int, *, block_ms: int = 1000, count: int = 1000) -> Op:
@@ -495,25 +584,36 @@ class Store:
                              field="resourceVersion")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise BadRequest(f"count must be a positive integer, got {count!r}", kind=info.name, field="count")
-        read = self._script("watch_read", info.name, rv, rv + 1, count)
+        # Gone check, events after rv, current RV: read in ONE MULTI/EXEC, so the three are
+        # consistent (a bookmark at the returned RV can never skip an event of this kind) without
+        # a Lua script copying every entry into Lua and back
+        stream = self.keys.stream(info.name)
+        read = Txn((("HGET", self.keys.compacted, info.name),
+                    ("XRANGE", stream, f"{rv + 1}-0", "+", "COUNT", count),
+                    ("GET", self.keys.rv)))
         res = yield read
-        if res[0] == 1 and block_ms and block_ms > 0:
+        if not res[1] and block_ms and block_ms > 0 and not self._gone(res, rv):
             # nothing yet: block on the stream (a wake-up only), then re-read atomically so the
             # Gone check and the bookmark stay exact
-            yield Command(("XREAD", "BLOCK", int(block_ms), "COUNT", 1, "STREAMS",
-                           self.keys.stream(info.name), f"{rv}-0"))
+            yield Command(("XREAD", "BLOCK", int(block_ms), "COUNT", 1, "STREAMS", stream, f"{rv}-0"))
             res = yield read
         return self._watch_result(info, rv, res)
 
+    @staticmethod
+    def _gone(res: list, rv: int) -> bool:
+        return res[0] is not None and int(res[0]) > rv
+
     def _watch_result(self, info: KindInfo, rv: int, res: list) -> list[WatchEvent]:
-        code, payload = res[0], res[1]
-        if code == -1:
+        compacted, entries, cur = res
+        if compacted is not None and int(compacted) > rv:
+            compacted = int(compacted)
             raise Gone(f"watch from resourceVersion {rv}: too old, history of {info.name} is compacted "
-                       f"up to {payload}; relist", kind=info.name, field="resourceVersion",
-                       compacted=payload)
-        if code == 0:
-            return [event_from_entry(info.name, e) for e in payload]
-        return [WatchEvent("BOOKMARK", info.name, None, payload)] if payload > rv else []
+                       f"up to {compacted}; relist", kind=info.name, field="resourceVersion",
+                       compacted=compacted)
+        if entries:
+            return events_from_entries(info.name, entries)
+        cur = int(cur) if cur is not None else 0
+        return [WatchEvent("BOOKMARK", info.name, None, cur)] if cur > rv else []
 
     # --- misc -------------------------------------------------------------------------------
     def current_resource_version(self) -> Op:

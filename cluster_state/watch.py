@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgpack
+
 from .codec import decode
 from .errors import CorruptObject
 
-__all__ = ["WatchEvent", "ListResult", "EVENT_TYPES", "event_from_entry"]
+__all__ = ["WatchEvent", "ListResult", "EVENT_TYPES", "event_from_entry", "events_from_entries"]
 
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 _TYPES = {t.encode(): t for t in EVENT_TYPES}
@@ -62,3 +64,25 @@ def event_from_entry(kind: str, entry: list) -> WatchEvent:
     except CorruptObject as e:
         return WatchEvent("CORRUPT", kind, None, rv, e.message)
     return WatchEvent(t, kind, obj, rv)
+
+
+def events_from_entries(kind: str, entries: list) -> list[WatchEvent]:
+    """``event_from_entry`` for a whole XRANGE reply, with the checks of the common case (our own
+    writer's ``t, <type>, o, <object>`` entries) inlined; anything else takes the careful path."""
+    unpackb = msgpack.unpackb
+    types = _TYPES
+    out = []
+    append = out.append
+    for e in entries:
+        try:
+            eid, f = e
+            if len(f) == 4 and f[0] == b"t" and f[2] == b"o":
+                t = types.get(f[1])
+                obj = unpackb(f[3], raw=False, strict_map_key=False)
+                if t is not None and type(obj) is dict and type(obj.get("metadata")) is dict:
+                    append(WatchEvent(t, kind, obj, int(eid.split(b"-", 1)[0])))
+                    continue
+        except Exception:  # noqa: BLE001 -- undecodable or odd: event_from_entry says why
+            pass
+        append(event_from_entry(kind, e))
+    return out

@@ -112,11 +112,40 @@ def replay(
     results_dir: Path = typer.Argument(..., help="results folder of a run"),
     instance: str = typer.Option(..., "--instance", help="instance name, e.g. scheduler-1"),
     until: Optional[int] = typer.Option(None, "--until", help="stop at this resourceVersion"),
+    until_seq: Optional[int] = typer.Option(None, "--until-seq",
+                                            help="stop after this delivery-log record (a digest's log_seq)"),
 ) -> None:
     """Rebuild an instance's cache from its delivery log, deterministically, and print its digest."""
     from chaos.replay import replay_cli
     try:
-        code = replay_cli(results_dir, instance, until, echo=typer.echo)
+        code = replay_cli(results_dir, instance, until, until_seq=until_seq, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("report")
+def report(
+    results_dir: Path = typer.Argument(..., help="results folder of a run"),
+) -> None:
+    """(Re)write report.md and its plots (PNG) from a results folder."""
+    from ha.experiment.report import report_cli
+    try:
+        code = report_cli(results_dir, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("compare")
+def compare(
+    results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Side-by-side table of the summaries of several runs (e.g. one seed under v1.14 and pr5045)."""
+    from ha.experiment.compare import compare_cli
+    try:
+        code = compare_cli(results_dirs, as_json=as_json, echo=typer.echo)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

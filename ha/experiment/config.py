@@ -237,8 +237,8 @@ _CHAOS_PARAMS = ("target", "for", "kinds", "delay", "window", "restart_after", "
 KINDS = ("Pod", "Node", "PodGroup", "Queue", "PriorityClass", "Lease")
 VERBS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
          "bind_many", "delete", "evict", "watch")
-# the faults the runner applies today; the rest are validated and recorded for the chaos engine
-APPLIED_FAULTS = frozenset({"kill", "pause"})
+# the faults the runner applies (all of them: chaos.nemesis + the injectors)
+APPLIED_FAULTS = frozenset(FAULTS)
 
 _DIST_FIELDS = {"fixed": ({"value"}, set()), "uniform": ({"min", "max"}, set()),
                 "exponential": ({"mean"}, {"max"}), "pareto": ({"scale", "alpha"}, {"max"})}

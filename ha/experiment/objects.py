@@ -13,6 +13,11 @@ __all__ = ["StartingObjects", "starting_objects", "node_names"]
 # fields the API server assigns on create
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp")
 
+# Initial pods get the workload's short grace period (ha.runtime.workload.WorkloadConfig
+# termination_grace_s), not the scenario loader's Kubernetes default of 30 s: an evicted initial pod
+# must be gone (and re-created by the job controller) within a ~30-60 s run, like workload pods.
+INITIAL_POD_GRACE_S = 1
+
 
 @dataclass
 class StartingObjects:
@@ -100,7 +105,9 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
         out.queues += [_strip_server_fields(o) for o in built.queues]
         out.nodes += [_strip_server_fields(o) for o in built.nodes]
         out.podgroups += [_strip_server_fields(o) for o in built.podgroups]
-        out.pods += [_strip_server_fields(o) for o in built.pods]
+        for o in built.pods:
+            o["spec"]["terminationGracePeriodSeconds"] = INITIAL_POD_GRACE_S
+            out.pods.append(_strip_server_fields(o))
     if not any(q["metadata"]["name"] == "default" for q in out.queues):
         # Volcano's controller creates the default queue in every cluster
         out.queues.insert(0, queue("default"))

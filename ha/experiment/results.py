@@ -36,6 +36,11 @@ TIMESERIES_COLUMNS = (
     ["t", "instance", "alive", "is_leader", "rv", "sessions"]
     + [f"tasks_{s.lower()}" for s in TASK_STATUSES]
     + ["binds", "bind_conflicts", "bind_errors", "evictions", "pairwise_drift_max", "drift_to_leader"]
+    # staleness (ms, write -> applied) of the samples taken since the previous tick
+    + ["staleness_p50_ms", "staleness_p99_ms", "staleness_max_ms"]
+    # oracles (ha.experiment.oracles.ORACLE_COLUMNS): vs the reference cache; cumulative counters
+    + ["cache_divergence", "resource_drift", "overcommit_nodes", "allocation_drift",
+       "wasted_evictions", "cyclic_evictions", "partial_gang_binds"]
 )
 
 # DESIGN.md "Metrics" (all of them; a summary holds those measured so far)

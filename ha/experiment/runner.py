@@ -9,8 +9,11 @@ Order of things (and of their undoing, in reverse, also on Ctrl-C / SIGTERM):
 4. The scheduler instances (Ray actors ``scheduler-1`` … ``scheduler-N``) and the cluster actor
    (kubelet, job controller, workload generator).
 5. The run: every ``measure.every`` each instance's digest and stats are sampled (one CSV row per
-   instance per tick); ``kill`` and ``pause`` chaos entries are applied at their times; the other
-   faults are validated and recorded (the chaos engine applies them once it exists).
+   instance per tick); the chaos schedule (chaos.schedule) is fired by a chaos.nemesis.Nemesis from
+   this loop: kill/pause/restart/clock-rate through the actors, partitions through a loopback proxy
+   per instance (chaos.injectors.proxy), redis-restart on the embedded Redis (with AOF), and the
+   watch / API faults by hooks inside each instance that run the schedule themselves once given the
+   run's start (``chaos_call("set_epoch", t0)``); ``leader``-targeted ones are activated remotely.
 6. metrics.json, delivery logs, a summary table.
 """
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ha.errors import BadInput
-from ha.experiment.config import APPLIED_FAULTS, ChaosEntry, Experiment, load_experiment
+from ha.experiment.config import Experiment, load_experiment
 from ha.experiment.objects import starting_objects
 from ha.experiment.results import (ResultsWriter, TASK_STATUSES, pairwise_drift, pairwise_drifts,
                                    summarise_drift, task_status_counts)
@@ -79,6 +82,7 @@ class InstanceSlot:
     carried: dict[str, int] = field(default_factory=dict)   # counters of earlier lives
     delivery_log: str | None = None
     ended_alive: bool = False
+    staleness: dict[str, Any] | None = None                  # latest p50/p99/max (ms) seen
 
     def total(self, key: str) -> int:
         return int(self.last_stats.get(key) or 0) + int(self.carried.get(key, 0))
@@ -90,7 +94,7 @@ class ChaosRecord:
     entry: dict[str, Any]
     fault: str
     at_s: float
-    status: str = "pending"           # applied | recorded | skipped | not-reached | failed
+    status: str = "pending"           # applied | skipped | not-reached | failed | pending
     detail: str = ""
     target_resolved: str | None = None
     applied_at_s: float | None = None
@@ -160,6 +164,12 @@ class ExperimentRunner:
         self._seq = 0
         self.leader: str | None = None
         self.elapsed_s = 0.0
+        self.oracle_hub = None       # reference cache + oracles (started with the actors)
+        # chaos engine (built in _start_actors): schedule, proxies + their loop thread, nemesis
+        self.schedule = None
+        self.loop_thread = None
+        self.proxies: dict[str, Any] = {}
+        self.nemesis = None
 
     # -- public ------------------------------------------------------------------------------
 
@@ -244,7 +254,8 @@ class ExperimentRunner:
         import redis as redis_lib
         if self.redis_url is None:
             from cluster_state.embedded import EmbeddedRedis
-            self.redis = EmbeddedRedis().start()
+            # redis-restart must not lose the API server's state: AOF on
+            self.redis = EmbeddedRedis(persistence=self._has_fault("redis-restart")).start()
             self.redis_url = self.redis.url
             self.redis_embedded = True
             return
@@ -292,7 +303,10 @@ class ExperimentRunner:
                   scheduler_conf=self.exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,
                   seed=self.exp.seed * 1000 + int(name.rsplit("-", 1)[1]),
                   delivery_log_dir=str(self.out))   # the instance writes <out>/delivery/<name>.log
-        kw.update(self.instance_options)
+        chaos = self._chaos_instance_options(name)
+        kw.update(chaos)
+        for k, v in self.instance_options.items():   # caller's options win, informer hooks merge
+            kw[k] = {**v, **chaos[k]} if k == "informer_options" and k in chaos else v
         return InstanceConfig(**kw)
 
     def _cluster_config(self):
@@ -305,11 +319,13 @@ class ExperimentRunner:
                                                 queues=queues or ["default"],
                                                 scheduler_name=self.exp.schedulers.scheduler_name)
         return ClusterConfig(redis_url=self.redis_url, prefix=self.prefix, seed=self.exp.seed,
-                             workload=wl)
+                             workload=wl,
+                             retry_outages_s=60.0 if self._has_fault("redis-restart") else 0.0)
 
     def _start_actors(self) -> None:
         import ray
         from ha.runtime.cluster import create_cluster_actor
+        self._start_proxies()
         for name in self.exp.instance_names():
             self.slots[name] = InstanceSlot(name=name, config=self._instance_config(name))
         for slot in self.slots.values():
@@ -319,6 +335,7 @@ class ExperimentRunner:
             slot.alive = True
             slot.pid = ray.get(slot.actor.pid.remote(), timeout=30)
             slot.delivery_log = ray.get(slot.actor.delivery_log_path.remote(), timeout=30)
+        self._start_oracles()
         self.cluster_actor = create_cluster_actor(self._cluster_config(), name=f"cluster-{self.run_id}",
                                                   max_restarts=0)
         ray.get(self.cluster_actor.start.remote(), timeout=120)
@@ -331,11 +348,7 @@ class ExperimentRunner:
             self.chaos.append(rec)
             if c.at >= self.exp.duration:
                 rec.status, rec.detail = "not-reached", "after the end of this (shortened) run"
-            elif c.fault not in APPLIED_FAULTS:
-                rec.status = "recorded"
-                rec.detail = "validated and recorded; the chaos engine does not apply this fault yet"
-            else:
-                self._at(c.at, "chaos", i)
+        self._start_nemesis()
 
     def _new_instance_actor(self, slot: InstanceSlot):
         from ha.runtime.instance import create_instance_actor
@@ -366,6 +379,8 @@ class ExperimentRunner:
                 now = self._now()
                 if now >= duration:
                     break
+                if self.nemesis is not None and self.nemesis.pending():
+                    self.loop_thread.run(self.nemesis.fire_due())
                 while self._timers and self._timers[0][0] <= now:
                     _, _, action, payload = self._timers.pop(0)
                     self._fire(action, payload)
@@ -376,7 +391,8 @@ class ExperimentRunner:
                         next_tick += every
                     progress.update(task, completed=min(now, duration),
                                     secs=f"{now:5.1f}/{duration:g}s", info=self._progress_info())
-                wake = min([next_tick, duration] + [t for t, *_ in self._timers[:1]])
+                wake = min([next_tick, duration] + [t for t, *_ in self._timers[:1]]
+                           + self._next_chaos_t())
                 time.sleep(max(0.0, min(wake - self._now(), 0.25)))
             self._sample(self._now())
             progress.update(task, completed=duration, secs=f"{duration:g}/{duration:g}s",
@@ -396,7 +412,7 @@ class ExperimentRunner:
         live = [s for s in self.slots.values() if s.alive and not s.paused]
         refs = {}
         for s in live:
-            refs[s.name] = (s.actor.digest.remote(), s.actor.stats.remote())
+            refs[s.name] = (s.actor.digest.remote(), s.actor.stats.remote(staleness_window="runner"))
         flat = [r for pair in refs.values() for r in pair]
         timeout = max(2.0, self.exp.measure.every)
         ready, _ = ray.wait(flat, num_returns=len(flat), timeout=timeout) if flat else ([], [])
@@ -415,12 +431,15 @@ class ExperimentRunner:
                 slot.alive = False
         for name, st in stats.items():
             self.slots[name].last_stats = st
+            if st.get("staleness_ms"):
+                self.slots[name].staleness = st["staleness_ms"]
         leaders = [n for n, d in digests.items() if d.get("is_leader")]
         if leaders:
             self.leader = leaders[0] if len(leaders) == 1 else ",".join(sorted(leaders))
         elif self.exp.schedulers.mode != "active-active":
             self.leader = None
         self._check_failovers(stats)
+        oracle_rows = self.oracle_hub.tick(t, digests, stats, self.slots) if self.oracle_hub else {}
 
         # drift among instances whose informers have synced (a cold standby holds no cache)
         cached = {n: d.get("tasks") or {} for n, d in digests.items() if d.get("synced", True)}
@@ -442,8 +461,12 @@ class ExperimentRunner:
                 row.update({f"tasks_{s.lower()}": counts[s] for s in TASK_STATUSES})
                 row.update({"binds": slot.total("binds"), "bind_conflicts": slot.total("bind_conflicts"),
                             "bind_errors": slot.total("bind_errors"), "evictions": slot.total("evictions")})
+                sw = (st or {}).get("staleness_window_ms") or {}   # samples since the last tick
+                row.update({"staleness_p50_ms": sw.get("p50"), "staleness_p99_ms": sw.get("p99"),
+                            "staleness_max_ms": sw.get("max")})
                 mine = [v for (a, b), v in drifts.items() if name in (a, b)]
                 row["pairwise_drift_max"] = max(mine) if mine else None
+                row.update(oracle_rows.get(name, {}))
                 if lead and name != lead and name in cached and lead in cached:
                     row["drift_to_leader"] = pairwise_drift(cached[name], cached[lead])
             self.writer.add_row(row)
@@ -467,18 +490,8 @@ class ExperimentRunner:
     # -- chaos -------------------------------------------------------------------------------
 
     def _fire(self, action: str, payload: Any) -> None:
-        if action == "chaos":
-            rec = self.chaos[payload]
-            entry = self.exp.chaos[payload]
-            try:
-                self._apply(rec, entry)
-            except Exception as e:  # noqa: BLE001 - a failed fault is recorded, the run goes on
-                rec.status, rec.detail = "failed", f"{type(e).__name__}: {e}"
-                log.warning("chaos[%d] %s failed: %s", rec.index, rec.fault, e)
-        elif action == "resume":
-            self._resume(*payload)
-        elif action == "restart":
-            self._restart(*payload)
+        """Timers of the runner's own (chaos goes through the nemesis)."""
+        log.debug("timer %s %r", action, payload)
 
     def _resolve_target(self, target: str) -> str | None:
         if target != "leader":
@@ -493,45 +506,39 @@ class ExperimentRunner:
         leaders = [s.name for s, yes in zip(live, answers) if yes]
         return leaders[0] if leaders else None
 
-    def _apply(self, rec: ChaosRecord, entry: ChaosEntry) -> None:
+    # the nemesis' targets (chaos.nemesis.Nemesis; see RunnerTargets): each acts on one instance
+
+    def _kill_instance(self, name: str) -> str:
         import ray
-        name = self._resolve_target(entry.target)
-        rec.target_resolved = name
-        if name is None:
-            rec.status, rec.detail = "skipped", "no leader at that moment"
-            return
         slot = self.slots[name]
         if not slot.alive:
-            rec.status, rec.detail = "skipped", f"{name} is not running"
-            return
+            raise _skip(f"{name} is not running")
         now = self._now()
-        was_leader = self.leader == name or entry.target == "leader"
-        if entry.fault == "kill":
-            at_wall = time.time()
-            ray.kill(slot.actor, no_restart=True)
-            slot.alive = False
-            self._carry(slot)
-            rec.status, rec.applied_at_s = "applied", round(now, 3)
-            rec.detail = f"killed {name} (pid {slot.pid})"
-            if was_leader:
-                self.failovers.append(FailoverEvent("kill", name, round(now, 3), at_wall))
-            if entry.restart_after is not None:
-                self._at(entry.at + entry.restart_after, "restart", (name, rec.index))
-        elif entry.fault == "pause":
-            if self.ray_address is not None:
-                rec.status = "skipped"
-                rec.detail = "pause stops the instance's process by PID: needs a local Ray"
-                return
-            at_wall = time.time()
-            os.kill(slot.pid, signal.SIGSTOP)
-            slot.paused = True
-            rec.status, rec.applied_at_s = "applied", round(now, 3)
-            rec.detail = f"SIGSTOP {name} (pid {slot.pid}) for {format_duration(entry.for_)}"
-            if was_leader:
-                self.failovers.append(FailoverEvent("pause", name, round(now, 3), at_wall))
-            self._at(entry.at + entry.for_, "resume", (name, rec.index))
+        was_leader = self.leader == name or self._resolve_target("leader") == name
+        at_wall = time.time()
+        ray.kill(slot.actor, no_restart=True)
+        slot.alive = False
+        self._carry(slot)
+        if was_leader:
+            self.failovers.append(FailoverEvent("kill", name, round(now, 3), at_wall))
+        return f"killed {name} (pid {slot.pid})"
 
-    def _resume(self, name: str, index: int) -> None:
+    def _pause_instance(self, name: str) -> str:
+        slot = self.slots[name]
+        if self.ray_address is not None:
+            raise _skip("pause stops the instance's process by PID: needs a local Ray")
+        if not slot.alive or slot.paused:
+            raise _skip(f"{name} is not running")
+        now = self._now()
+        was_leader = self.leader == name or self._resolve_target("leader") == name
+        at_wall = time.time()
+        os.kill(slot.pid, signal.SIGSTOP)
+        slot.paused = True
+        if was_leader:
+            self.failovers.append(FailoverEvent("pause", name, round(now, 3), at_wall))
+        return f"SIGSTOP {name} (pid {slot.pid})"
+
+    def _resume_instance(self, name: str) -> str:
         slot = self.slots[name]
         if slot.paused and slot.pid:
             try:
@@ -539,16 +546,18 @@ class ExperimentRunner:
             except ProcessLookupError:
                 slot.alive = False
             slot.paused = False
-            self.chaos[index].ended_at_s = round(self._now(), 3)
+        return f"SIGCONT {name} (pid {slot.pid})"
 
     def _carry(self, slot: InstanceSlot) -> None:
         for k in _COUNTERS:
             slot.carried[k] = slot.carried.get(k, 0) + int(slot.last_stats.get(k) or 0)
         slot.last_stats = {}
 
-    def _restart(self, name: str, index: int) -> None:
+    def _restart_instance(self, name: str) -> str:
         import ray
         slot = self.slots[name]
+        if slot.alive:
+            raise _skip(f"{name} is running")
         deadline = time.monotonic() + 20
         while True:   # the name is free once Ray has noticed the old actor's death
             try:
@@ -559,14 +568,138 @@ class ExperimentRunner:
                     raise
                 time.sleep(0.2)
         ray.get(slot.actor.start.remote(), timeout=120)
+        if self.t0_wall is not None:   # the new life runs the same chaos schedule
+            ray.get(slot.actor.chaos_call.remote("set_epoch", self.t0_wall), timeout=30)
         slot.pid = ray.get(slot.actor.pid.remote(), timeout=30)
         slot.alive, slot.generation = True, slot.generation + 1
-        self.chaos[index].ended_at_s = round(self._now(), 3)
-        self.chaos[index].detail += f"; restarted as pid {slot.pid}"
+        return f"restarted {name} as pid {slot.pid}"
+
+    def _set_clock_rate(self, name: str, rate: float) -> None:
+        import ray
+        slot = self.slots[name]
+        if not slot.alive:
+            raise _skip(f"{name} is not running")
+        ray.get(slot.actor.set_clock_rate.remote(rate), timeout=30)
+
+    # -- the chaos engine ---------------------------------------------------------------------
+
+    def _has_fault(self, fault: str) -> bool:
+        return any(c.fault == fault for c in self.exp.chaos)
+
+    def _schedule(self):
+        if getattr(self, "schedule", None) is None:
+            from chaos.schedule import build_schedule
+            self.schedule = build_schedule(self.exp.chaos, self.exp.seed, self.exp.instance_names())
+        return self.schedule
+
+    def _start_proxies(self) -> None:
+        """A loopback proxy in front of Redis for each instance a partition may hit."""
+        from chaos.injectors.proxy import ThreadedRedisProxy
+        from chaos.loop import LoopThread
+        sched = self._schedule()
+        self.loop_thread = LoopThread(f"chaos-{self.run_id}").start()
+        self.proxies = {}
+        names: set[str] = set()
+        for sf in sched:
+            if sf.name == "partition":
+                names.update(self.exp.instance_names() if sf.targets == ("leader",) else sf.targets)
+        for n in sorted(names):
+            self.proxies[n] = ThreadedRedisProxy(self.redis_url, name=n, loop_thread=self.loop_thread).start()
+
+    def _chaos_instance_options(self, name: str) -> dict[str, Any]:
+        import functools
+        from chaos.faults import WATCH_FAULTS
+        from chaos.injectors.api import API_FAULTS
+        from chaos.injectors.watch import INFORMER_KINDS, WatchChaosHook
+        sched = self._schedule()
+        mine = sched.for_instance(name)
+        leader = [sf for sf in sched if sf.targets == ("leader",)]
+        kw: dict[str, Any] = {}
+        if name in getattr(self, "proxies", {}):
+            kw["redis_url"] = self.proxies[name].url
+        if any(sf.name in ("partition", "redis-restart") for sf in sched):
+            kw["retry_outages_s"] = 30.0
+        faults = tuple(mine) + tuple(sf for sf in leader if sf.name in API_FAULTS)
+        if faults:
+            kw["chaos_faults"] = faults
+        if any(sf.name in WATCH_FAULTS for sf in list(mine) + leader):
+            watch = [sf for sf in mine if sf.is_watch]
+            # factories: every incarnation gets fresh hooks (built inside the actor)
+            opts = dict(self.instance_options.get("informer_options") or {})
+            opts["hook_factories"] = {k: functools.partial(WatchChaosHook, name, k, watch)
+                                      for k in INFORMER_KINDS}
+            kw["informer_options"] = opts
+        return kw
+
+    def _start_nemesis(self) -> None:
+        import ray
+        from chaos.faults import WATCH_FAULTS
+        from chaos.nemesis import Nemesis
+        sched = self._schedule()
+        # the instances' hooks run the schedule from the run's start (wall clock)
+        ray.get([s.actor.chaos_call.remote("set_epoch", self.t0_wall) for s in self.slots.values()],
+                timeout=60)
+        until = self.exp.duration
+        live = [sf for sf in sched if sf.at < until]
+        sched_run = type(sched)(sched.seed, sched.instances, live)
+        self.nemesis = Nemesis(sched_run, RunnerTargets(self),
+                               self_driven=set(WATCH_FAULTS) | {"api-latency", "api-conflict"})
+        self.nemesis.t0 = self.t0_mono
+
+    def _next_chaos_t(self) -> list[float]:
+        nem = getattr(self, "nemesis", None)
+        if nem is None or not nem.pending():
+            return []
+        return [nem._timeline[nem._next].t]
+
+    def _end_chaos(self) -> None:
+        """Undo what is still on (heal, resume, restore clocks), once; then fold the nemesis'
+        records into the chaos list of metrics.json."""
+        nem = getattr(self, "nemesis", None)
+        lt = getattr(self, "loop_thread", None)
+        if nem is not None and lt is not None and not getattr(self, "_chaos_ended", False):
+            self._chaos_ended = True
+            try:
+                lt.run(nem.stop(), timeout=120)
+            except Exception as e:  # noqa: BLE001
+                log.warning("ending chaos: %s", e)
+            self._fold_chaos_records()
+
+    def _fold_chaos_records(self) -> None:
+        by_index: dict[int, list] = {}
+        for r in self.nemesis.records:
+            by_index.setdefault(r.index, []).append(r)
+        for rec in self.chaos:
+            rs = by_index.get(rec.index) or []
+            first = next((r for r in rs if r.action in ("start", "fire")), None)
+            if first is None:
+                continue
+            rec.status = first.status
+            rec.target_resolved = ",".join(first.targets) or None
+            rec.applied_at_s = round(first.t, 3)
+            rec.detail = "; ".join(f"{r.action}: {r.detail}" for r in rs if r.detail)
+            if first.status == "skipped" and rec.fault == "redis-restart" and not self.redis_embedded:
+                rec.detail = "--redis-url: an external Redis is not restarted by the testbed"
+            ends = [r for r in rs if r.action in ("end", "restart")]
+            if ends:
+                rec.ended_at_s = round(ends[-1].t, 3)
+
+    def _stop_chaos_plumbing(self) -> None:
+        for p in getattr(self, "proxies", {}).values():
+            try:
+                p.stop()
+            except Exception:  # noqa: BLE001
+                pass
+        self.proxies = {}
+        lt = getattr(self, "loop_thread", None)
+        if lt is not None:
+            lt.stop()
+            self.loop_thread = None
 
     # -- end ---------------------------------------------------------------------------------
 
     def _final_stats(self) -> None:
+        self._end_chaos()
         try:
             import ray
             if not ray.is_initialized():
@@ -591,9 +724,12 @@ class ExperimentRunner:
                 self.cluster_stats = ray.get(self.cluster_actor.stats.remote(), timeout=10)
             except Exception:  # noqa: BLE001
                 self.cluster_stats = None
+        if self.oracle_hub is not None:
+            self.oracle_hub.finish()    # the API server vs the replay of its own event stream
 
     def _cleanup(self) -> None:
         """Stop everything this run started, each by its own handle; never raises."""
+        self._end_chaos()
         try:
             import ray
             ray_on = ray.is_initialized()
@@ -631,6 +767,7 @@ class ExperimentRunner:
                     self.writer.add_delivery_log(slot.name, slot.delivery_log)
                 except OSError:
                     pass
+        self._stop_chaos_plumbing()
         if ray_on and getattr(self, "_ray_owned", False):
             try:
                 # local: ray.shutdown() stops the processes and our session folder goes;
@@ -640,6 +777,7 @@ class ExperimentRunner:
             except Exception as e:  # noqa: BLE001
                 log.warning("stopping Ray: %s", e)
         self.ray_handle = None
+        self._stop_oracles()
         if self.redis is not None:
             self.redis.close()
             self.redis = None
@@ -661,6 +799,12 @@ class ExperimentRunner:
         if losses:
             # the slowest failover of the run; null if a leader loss never recovered in the run
             s["failover_recovery_s"] = max(recovered) if len(recovered) == len(losses) else None
+        stale = {n: {k: sl.staleness.get(k) for k in ("p50", "p99", "max", "n")}
+                 for n, sl in self.slots.items() if sl.staleness}
+        if stale:
+            s["staleness_ms"] = stale
+        if self.oracle_hub is not None:
+            s = self.oracle_hub.summary(s)
         return s
 
     def _write(self, *, interrupted: bool, error: str | None) -> dict[str, Any]:
@@ -686,13 +830,39 @@ class ExperimentRunner:
             "totals": {k: sum(s.total(k) for s in self.slots.values()) for k in _COUNTERS},
             "failovers": [vars(f) for f in self.failovers],
             "chaos": [c.to_json() for c in self.chaos],
+            "chaos_schedule": self.schedule.to_json() if self.schedule is not None else None,
+            "chaos_fired": self.nemesis.to_json() if self.nemesis is not None else [],
             "instances": {n: {**s.last_stats, "carried": s.carried, "generation": s.generation}
                           for n, s in self.slots.items()},
             "cluster": self.cluster_stats,
+            "oracles": self.oracle_hub.extra() if self.oracle_hub is not None else None,
         }
         self.writer.write_metrics(doc)
         self.writer.close()
+        self._write_report()
         return summary
+
+    # -- oracles and report (ha.experiment.reference / oracles / report) ----------------------
+
+    def _start_oracles(self) -> None:
+        from ha.experiment.reference import OracleHub
+        self.oracle_hub = OracleHub(self.redis_url, self.prefix, profile=self.exp.profile,
+                                    switches=dict(self.exp.switches),
+                                    scheduler_name=self.exp.schedulers.scheduler_name,
+                                    out=str(self.out)).start()
+
+    def _stop_oracles(self) -> None:
+        hub = getattr(self, "oracle_hub", None)
+        if hub is not None:
+            hub.stop()
+
+    def _write_report(self) -> None:
+        try:
+            from ha.experiment.report import write_report
+            write_report(self.out)
+        except Exception as e:  # noqa: BLE001 — the results stand without their report
+            log.warning("report: %s", e)
+            self.console.print(f"[yellow]report.md not written: {e}[/]")
 
     def _switches(self) -> dict[str, bool] | None:
         try:
@@ -707,8 +877,11 @@ class ExperimentRunner:
         t.add_column("metric")
         t.add_column("value", justify="right")
         for k, v in summary.items():
-            if isinstance(v, dict) and "max" in v:
+            if isinstance(v, dict) and "max" in v and "mean" in v:
                 v = f"max {v['max']}  mean {v['mean']}"
+            elif isinstance(v, dict):
+                from ha.experiment.oracles import headline
+                v = headline(k, v)
             t.add_row(k, "n/a" if v is None else str(v))
         self.console.print(t)
         it = Table(title="instances")
@@ -723,3 +896,83 @@ class ExperimentRunner:
             self.console.print(f"chaos[{c.index}] {c.fault} at {format_duration(c.at_s)}: {c.status}"
                                + (f" — {c.detail}" if c.detail else ""))
         self.console.print(f"results: {self.out}")
+
+
+def _skip(reason: str) -> Exception:
+    from chaos.nemesis import _Skip
+    return _Skip(reason)
+
+
+class _RemoteHooks:
+    """An instance's chaos hooks seen from the runner (nemesis-driven ``leader`` faults)."""
+
+    def __init__(self, actor, api: bool):
+        self.actor, self.api = actor, api
+
+    def _call(self, method, *args, kinds=None, api=False):
+        import ray
+        return ray.get(self.actor.chaos_call.remote(method, *args, kinds=kinds, api=api), timeout=30)
+
+    def activate(self, sf) -> str:
+        got = self._call("activate", sf, kinds=[] if self.api else None, api=self.api)
+        return "activated " + (",".join(k for k, v in got.items() if v) or "nothing")
+
+    def deactivate(self, index: int) -> str:
+        self._call("deactivate", index, kinds=[] if self.api else None, api=self.api)
+        return "deactivated"
+
+    def expire(self, kinds=None) -> list[str]:
+        got = self._call("expire_now", kinds=list(kinds) if kinds else None)
+        return [k for k, v in got.items() if v]
+
+
+class RunnerTargets:
+    """chaos.nemesis targets backed by an ExperimentRunner. Everything that blocks (Ray calls,
+    actor restarts) runs in a worker thread so the loop that also carries the proxies keeps going."""
+
+    def __init__(self, runner: ExperimentRunner):
+        self.r = runner
+        if runner.redis is not None:
+            self.redis_restart = self._redis_restart
+
+    async def _bg(self, fn, *args):
+        import asyncio
+        return await asyncio.to_thread(fn, *args)
+
+    async def leader(self):
+        return await self._bg(self.r._resolve_target, "leader")
+
+    def _slot(self, name):
+        slot = self.r.slots[name]
+        if not slot.alive or slot.actor is None:
+            raise _skip(f"{name} is not running")
+        return slot
+
+    async def watch(self, name):
+        return _RemoteHooks(self._slot(name).actor, api=False)
+
+    async def api(self, name):
+        return _RemoteHooks(self._slot(name).actor, api=True)
+
+    def proxy(self, name):
+        p = self.r.proxies.get(name)
+        return p.proxy if p is not None else None     # the asyncio proxy: we run on its loop
+
+    async def kill(self, name):
+        return await self._bg(self.r._kill_instance, name)
+
+    async def restart(self, name):
+        return await self._bg(self.r._restart_instance, name)
+
+    async def pause(self, name):
+        return await self._bg(self.r._pause_instance, name)
+
+    async def resume(self, name):
+        return await self._bg(self.r._resume_instance, name)
+
+    async def set_clock_rate(self, name, rate):
+        return await self._bg(self.r._set_clock_rate, name, rate)
+
+    def _redis_restart(self, down_s: float) -> None:
+        from chaos.injectors.process import restart_redis
+        restart_redis(self.r.redis, down_s)

@@ -33,6 +33,7 @@ class ClusterConfig:
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     workload: WorkloadConfig | None = None
     stamp_write_time: bool = True     # put time.time() into ha-testbed/write-time on creates
+    retry_outages_s: float = 0.0      # > 0: API calls retry across Redis outages (redis-restart)
 
 
 class ClusterSim:
@@ -53,6 +54,9 @@ class ClusterSim:
         if self._api is None:
             from cluster_state.aio import AsyncApiClient
             self._api = AsyncApiClient.from_url(self.config.redis_url, prefix=self.config.prefix)
+            if self.config.retry_outages_s > 0:
+                from chaos.retry import AsyncRetryingApiClient
+                self._api = AsyncRetryingApiClient(self._api, deadline_s=self.config.retry_outages_s)
         return self._api
 
     async def start(self) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import copy
 import logging
 import re
+import time
 from dataclasses import dataclass
 
 from ha.runtime.mirror import KindMirror
@@ -164,6 +165,9 @@ class JobController:
         ann = dict(md.get("annotations") or {})
         ann[SLOT_ANNOTATION] = base
         ann[ATTEMPT_ANNOTATION] = str(attempt)
+        # a fresh write-time (not the template's): staleness is measured from this create
+        from cluster_state.delivery import WRITE_TIME_ANNOTATION
+        ann[WRITE_TIME_ANNOTATION] = repr(time.time())
         spec = copy.deepcopy(template.get("spec") or {})
         spec["nodeName"] = ""
         pod = {"apiVersion": "v1", "kind": "Pod",

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import random
 import time
 import uuid
+from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,6 +69,14 @@ class InstanceConfig:
     delivery_log_dir: str | None = None
     informer_options: dict = field(default_factory=dict)
     sync_timeout_s: float = 60.0
+    # chaos (chaos.injectors.api): this instance's scheduled faults; api-latency / api-conflict
+    # among them act on its synchronous writes (binds, evictions, status) once set_epoch is called
+    chaos_faults: tuple = ()
+    # wrap the synchronous ApiClient in chaos.retry.RetryingApiClient: writes retry across a
+    # partition / redis-restart instead of failing (0 = off)
+    retry_outages_s: float = 0.0
+    log_flush_s: float = 0.2            # delivery log flushed this often (a kill loses at most this)
+    stop_timeout_s: float = 20.0        # stop() gives up waiting on stuck tasks after this
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -115,6 +125,58 @@ async def _stop_informer(inf) -> None:
         for t in asyncio.all_tasks():
             if t.get_name() in names and not t.done():
                 t.cancel()
+
+
+class _Samples(deque):
+    """An informer's staleness samples, counting every append (the deque itself is bounded), so
+    a reader can take only the samples added since its last look."""
+
+    def __init__(self, maxlen: int = 100_000):
+        super().__init__((), maxlen)
+        self.total = 0
+
+    def append(self, x) -> None:
+        self.total += 1
+        super().append(x)
+
+
+class _FreshStamp:
+    """``write_time`` for an informer: the write-time annotation only when it changed since the
+    last state of the same object seen here. A write that cannot carry the stamp (a binding, a
+    /status write: the API server keeps metadata) leaves the creator's stamp in place; measuring
+    against that would report the object's age, not the watch's staleness."""
+
+    def __init__(self, cap: int = 200_000):
+        self._last: "OrderedDict[str, Any]" = OrderedDict()
+        self._cap = cap
+
+    def __call__(self, obj):
+        from cluster_state.delivery import write_time_of
+        wt = write_time_of(obj)
+        if wt is None:
+            return None
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid is None:
+            return wt
+        if self._last.get(uid) == wt:
+            return None
+        self._last[uid] = wt
+        self._last.move_to_end(uid)
+        if len(self._last) > self._cap:
+            self._last.popitem(last=False)
+        return wt
+
+
+def percentiles(samples) -> dict | None:
+    """{p50, p99, max, n} of staleness samples (ms), or None when there are none."""
+    xs = sorted(samples)
+    if not xs:
+        return None
+    n = len(xs)
+
+    def q(p):
+        return round(xs[min(n - 1, max(0, int(math.ceil(p * n)) - 1))], 3)
+    return {"p50": q(0.50), "p99": q(0.99), "max": round(xs[-1], 3), "n": n}
 
 
 class _CacheHandlers:
@@ -188,6 +250,13 @@ class SchedulerInstance:
         self._decisions: list[dict] = []
         self._seq = 0
         self._last_error: str | None = None
+        # chaos: watch hooks of the current incarnation, the API chaos (survives restarts), the
+        # epoch set_epoch was last called with (new incarnations' hooks get it too)
+        self._chaos_hooks: dict[str, Any] = {}
+        self._chaos_epoch: float | None = None
+        self.api_chaos = None
+        self._stale_seen: dict[str, dict[str, int]] = {}
+        self._stale_totals_prev: dict[str, int] = {}   # samples of earlier incarnations, per kind
 
     # ================================================================================ lifecycle
     async def start(self) -> None:
@@ -200,8 +269,24 @@ class SchedulerInstance:
         self._restart_lock = asyncio.Lock()
         self.started_at = time.time()
         self._aapi = AsyncApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix)
-        self._sapi = ApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix)
+        self._sapi = self._wrap_sync_api(ApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix))
         await self._boot()
+
+    def _wrap_sync_api(self, api):
+        """Chaos on the instance's own writes (inside), retries across outages (outside): a
+        retried write is a new call, so it draws its own latency / conflict coin."""
+        from chaos.injectors.api import API_FAULTS
+        if any(sf.name in API_FAULTS for sf in self.cfg.chaos_faults) or self.api_chaos is not None:
+            from chaos.injectors.api import ApiChaos, ChaosApiClient
+            if self.api_chaos is None:
+                self.api_chaos = ApiChaos(self.cfg.name, self.cfg.chaos_faults)
+                if self._chaos_epoch is not None:
+                    self.api_chaos.set_epoch(self._chaos_epoch)
+            api = ChaosApiClient(api, self.api_chaos)
+        if self.cfg.retry_outages_s > 0:
+            from chaos.retry import RetryingApiClient
+            api = RetryingApiClient(api, deadline_s=self.cfg.retry_outages_s)
+        return api
 
     async def _boot(self) -> None:
         """Build a fresh incarnation (cache, IO, informers, loops) and start it."""
@@ -211,12 +296,52 @@ class SchedulerInstance:
         self._tasks.append(asyncio.create_task(self._session_loop(), name=f"{self.cfg.name}-sessions"))
         if self.cfg.elected:
             self._tasks.append(asyncio.create_task(self._campaign(), name=f"{self.cfg.name}-election"))
+        if self.delivery_log is not None and self.cfg.log_flush_s > 0:
+            self._tasks.append(asyncio.create_task(self._flush_loop(), name=f"{self.cfg.name}-log-flush"))
+
+    async def _flush_loop(self) -> None:
+        """Flush the delivery log every ``log_flush_s``: a SIGKILLed instance keeps its log up to
+        a moment ago (the log buffers records in memory between flushes)."""
+        while True:
+            await asyncio.sleep(self.cfg.log_flush_s)
+            log_ = self.delivery_log
+            if log_ is not None:
+                try:
+                    log_.flush()
+                except (OSError, ValueError):   # closed under us by a restart
+                    pass
 
     async def stop(self) -> None:
         if not self._started:
             return
         self._stopping = True
-        await self._teardown()
+        # bounded: redis-py's asyncio client can swallow a cancel that lands inside a blocking
+        # call (then a task never ends); past the timeout, cancel whatever is left again and go on
+        td = asyncio.ensure_future(self._teardown())
+        deadline = time.monotonic() + self.cfg.stop_timeout_s
+        while not td.done():
+            done, _ = await asyncio.wait({td}, timeout=1.0)
+            if done:
+                break
+            me = asyncio.current_task()
+            for t in asyncio.all_tasks():
+                if t is not me and t is not td and not t.done() and \
+                        t.get_name().startswith((f"{self.cfg.name}-", f"reflector-{self.cfg.name}/",
+                                                 f"informer-{self.cfg.name}/", f"watch-chaos-{self.cfg.name}-")):
+                    t.cancel()
+            if time.monotonic() > deadline:
+                log.warning("%s: stop() timed out after %.0fs; leaving stuck tasks behind",
+                            self.cfg.name, self.cfg.stop_timeout_s)
+                td.cancel()
+                if self.delivery_log is not None:
+                    self.delivery_log.close()
+                break
+        try:
+            td.result()
+        except (asyncio.CancelledError, asyncio.InvalidStateError):
+            pass
+        except Exception:  # noqa: BLE001
+            log.exception("%s: teardown failed", self.cfg.name)
         for api in (self._aapi, self._sapi):
             try:
                 res = api.close()
@@ -243,6 +368,10 @@ class SchedulerInstance:
             except Exception:  # noqa: BLE001
                 log.exception("%s: task ended with an error", self.cfg.name)
         await self._stop_informers()
+        for k, inf in self.informers.items():
+            samples = getattr(inf, "staleness_ms", None)
+            if isinstance(samples, _Samples):
+                self._stale_totals_prev[k] = self._stale_totals_prev.get(k, 0) + samples.total
         if self.io is not None:
             for k, v in asdict(self.io.counters).items():
                 self._io_totals[k] = self._io_totals.get(k, 0) + v
@@ -309,10 +438,18 @@ class SchedulerInstance:
         hooks = opts.pop("hooks", {}) or {}
         factories = opts.pop("hook_factories", {}) or {}
         self.informers = {}
+        self._chaos_hooks = {}
         for kind in KINDS:
             hook = factories[kind]() if kind in factories else hooks.get(kind)
+            if hook is not None:
+                self._chaos_hooks[kind] = hook
+                if self._chaos_epoch is not None and hasattr(hook, "set_epoch"):
+                    hook.set_epoch(self._chaos_epoch)   # a new incarnation keeps the schedule
+            kw = dict(opts)
+            kw.setdefault("write_time", _FreshStamp())
             inf = Informer(self._aapi, kind, log=self.delivery_log, name=f"{cfg.name}/{kind}",
-                           hook=hook, **opts)
+                           hook=hook, **kw)
+            inf.staleness_ms = _Samples(inf.staleness_ms.maxlen or 100_000)
             inf.add_event_handler(_CacheHandlers(self, self.cache, kind))
             self.informers[kind] = inf
         self._informers_started = False
@@ -403,6 +540,14 @@ class SchedulerInstance:
     def run_session(self):
         """One session (synchronous: the cache is not touched by anyone else meanwhile)."""
         res = self.scheduler.run_once()
+        # oracles (allocation drift, wasted evictions) need the session's pipeline decisions,
+        # which v1.14 never writes anywhere; recorded with this session's number
+        leader = self.is_leader_now()
+        dry = self.cfg.mode == "shadow" and not leader
+        for key, node in res.pipelined.items():
+            self._record({"t": time.time(), "session": self.sessions, "instance": self.cfg.name,
+                          "leader": leader, "dry_run": dry, "op": "pipeline", "pod": key, "uid": None,
+                          "node": node, "ok": True, "error": None})
         self.sessions += 1
         self.last_session_ms = res.duration_s * 1000.0
         self.session_errors += len(res.errors)
@@ -433,6 +578,10 @@ class SchedulerInstance:
         d["is_leader"] = self.is_leader_now()
         d["sessions"] = self.sessions
         d["synced"] = self._synced()
+        # the delivery log position this digest reflects: replay up to it rebuilds this cache
+        # (``ha-testbed replay --until-seq``); read in the same loop step as the cache
+        d["log_seq"] = self.delivery_log.seq if self.delivery_log is not None else None
+        d["incarnation"] = self._incarnation
         d["t"] = time.time()
         return d
 
@@ -440,7 +589,65 @@ class SchedulerInstance:
         cur = getattr(self.io.counters, name) if self.io is not None else 0
         return self._io_totals.get(name, 0) + cur
 
-    async def stats(self) -> dict:
+    def staleness(self, window: str | None = None) -> dict:
+        """Staleness (write -> applied to this cache, ms) of this incarnation's informers, all
+        kinds together: ``all`` (every kept sample) and, with a ``window`` key, ``window`` (the
+        samples added since the last call with that key; one key per reader)."""
+        all_samples: list[float] = []
+        fresh: list[float] = []
+        seen = self._stale_seen.setdefault(window, {}) if window else None
+        inc = self._incarnation
+        for k, inf in self.informers.items():
+            s = inf.staleness_ms
+            all_samples.extend(s)
+            if seen is not None:
+                total = getattr(s, "total", len(s))
+                key = f"{inc}:{k}"
+                new = total - seen.get(key, 0)
+                seen[key] = total
+                if new > 0:
+                    fresh.extend(list(s)[-min(new, len(s)):])
+        out = {"all": percentiles(all_samples)}
+        if window:
+            out["window"] = percentiles(fresh)
+        return out
+
+    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
+        """Call ``method(*args)`` on each chaos watch hook (of ``kinds``, default all) and, with
+        ``api``, on the API chaos -- where they have it. ``set_epoch`` is remembered, so hooks of
+        later incarnations get it too. Returns {kind or "api": result}."""
+        if method == "set_epoch" and args:
+            self._chaos_epoch = float(args[0])
+        out: dict[str, Any] = {}
+        for k, h in list(self._chaos_hooks.items()):
+            if kinds is not None and k not in kinds:
+                continue
+            fn = getattr(h, method, None)
+            if callable(fn):
+                r = fn(*args)
+                if asyncio.iscoroutine(r):
+                    r = await r
+                out[k] = r
+        if api and self.api_chaos is not None:
+            fn = getattr(self.api_chaos, method, None)
+            if callable(fn):
+                out["api"] = fn(*args)
+        return out
+
+    def chaos_stats(self) -> dict:
+        out: dict[str, Any] = {}
+        for k, h in self._chaos_hooks.items():
+            st = getattr(h, "stats", None)
+            if st is not None and hasattr(st, "as_dict"):
+                out[k] = st.as_dict()
+        if self.api_chaos is not None:
+            out["api"] = dict(self.api_chaos.stats)
+        rs = getattr(self._sapi, "retry_stats", None)
+        if rs is not None:
+            out["retry"] = rs.as_dict()
+        return out
+
+    async def stats(self, staleness_window: str | None = None) -> dict:
         el = self.elector
         lease_transitions = None
         if el is not None and el._observed is not None:
@@ -465,6 +672,12 @@ class SchedulerInstance:
         for name in ("binds", "bind_conflicts", "bind_errors", "evictions", "evict_errors",
                      "status_writes", "status_errors", "pod_group_writes", "fenced", "dry_run_ops"):
             out[name] = self._io_counter(name)
+        st = self.staleness(staleness_window)
+        out["staleness_ms"] = st["all"]
+        if staleness_window:
+            out["staleness_window_ms"] = st["window"]
+        out["chaos"] = self.chaos_stats()
+        out["log_seq"] = self.delivery_log.seq if self.delivery_log is not None else None
         return out
 
     async def decisions(self, since: int = 0) -> list[dict]:

@@ -53,6 +53,22 @@ def _key(obj: dict) -> str:
     return f"{md.get('namespace', '')}/{md.get('name', '')}"
 
 
+def _same_request(prev: TaskInfo | None, pod: dict) -> Any:
+    """A clone of ``prev``'s parsed resource request if ``pod`` asks for exactly the same resources
+    as the pod ``prev`` was built from (the common update: status, annotations; pod requests are
+    immutable in Kubernetes), else None (parse again). Compares what get_pod_resource_request
+    reads: containers, initContainers, overhead."""
+    if prev is None:
+        return None
+    a = prev.pod.get("spec") or _EMPTY
+    b = pod.get("spec") or _EMPTY
+    if a is not b and (a.get("containers") != b.get("containers")
+                       or a.get("initContainers") != b.get("initContainers")
+                       or a.get("overhead") != b.get("overhead")):
+        return None
+    return prev.init_resreq.clone()
+
+
 class SchedulerCache:
     """The informer-fed cache of one scheduler instance.
 
@@ -120,9 +136,9 @@ class SchedulerCache:
         # foreign pods are seen only once assigned (they use node resources)
         return bool(spec.get("nodeName"))
 
-    def new_task_info(self, pod: dict) -> TaskInfo:
+    def new_task_info(self, pod: dict, init_req: Any = None) -> TaskInfo:
         """sc.NewTaskInfo: api.TaskInfo(pod) (+ the priority admission emulation)."""
-        ti = TaskInfo(pod, self.switches)
+        ti = TaskInfo(pod, self.switches, init_req)
         if self.pod_priority_admission:
             spec = pod.get("spec") or _EMPTY
             if spec.get("priority") is None:
@@ -210,10 +226,13 @@ class SchedulerCache:
         if not (new.get("spec") or _EMPTY).get("nodeName") and self._allocated_pod_in_cache(new):
             self.stats["ignored_updates"] += 1
             return
+        job_id, uid = self._job_and_uid(old)
+        job = self.jobs.get(job_id)
+        prev = job.tasks.get(uid) if job is not None else None
         self._delete_pod(old)
         if not (_md(new).get("ownerReferences")) and _md(old).get("ownerReferences"):
             new.setdefault("metadata", {})["ownerReferences"] = _md(old)["ownerReferences"]
-        self._add_pod(new)
+        self._add_task(self.new_task_info(new, _same_request(prev, new)))
 
     def add_pod(self, pod: dict) -> None:
         """AddPod (after the informer's responsibleForPod filter)."""

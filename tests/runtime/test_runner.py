@@ -112,14 +112,12 @@ def test_run_end_to_end(ray_session, tmp_path, redis_url):
     assert s["bind_conflicts"] >= 0
     assert "pairwise_drift" in s and s["pairwise_drift"]["max"] >= 0
     assert s["failover_recovery_s"] is not None and 0 < s["failover_recovery_s"] < 9
-    for absent in ("cache_divergence", "resource_drift", "allocation_drift", "wasted_evictions"):
-        assert absent not in s
     # the resolved experiment round-trips
     assert res.experiment["name"] == "small" and res.experiment["schedulers"]["instances"] == 3
     m = res.metrics
     assert m["run"]["interrupted"] is False and m["run"]["redis"] == redis_url
     chaos = {c["fault"]: c for c in m["chaos"]}
-    assert chaos["watch-delay"]["status"] == "recorded"
+    assert chaos["watch-delay"]["status"] == "applied"
     assert chaos["kill"]["status"] == "applied"
     killed = chaos["kill"]["target"]
     assert killed in {"scheduler-1", "scheduler-2", "scheduler-3"}

@@ -405,7 +405,8 @@ def test_predicate_scan_and_scores_match_per_node(seed: int, kind: str) -> None:
     assert len(tasks) > 50
     n = len(ssn.node_list)
     compared = 0
-    for task in tasks:
+    # twice: in the second pass every task meets arrays that later tasks extended (GPU rows)
+    for task in tasks + tasks[::-1]:
         start = rng.randrange(3 * n)
         a, b = _Owner(), _Owner()
         _set_last_index(a, start)

@@ -139,14 +139,17 @@ class TaskInfo:
         "custom_bind_err_handler", "custom_bind_err_handler_succeeded", "__weakref__",
     )
 
-    def __init__(self, pod: dict, switches: Any = None):
+    def __init__(self, pod: dict, switches: Any = None, init_req: Resource | None = None):
+        # init_req: the pod's already-parsed resource request (SchedulerCache.update_pod passes
+        # a clone of the previous task's when the containers did not change), else parsed here
         md = pod.get("metadata") or _EMPTY
         spec = pod.get("spec") or _EMPTY
         status = pod.get("status") or _EMPTY
         ann = md.get("annotations") or _EMPTY
         ns = md.get("namespace", "")
         name = md.get("name", "")
-        init_req = get_pod_resource_request(pod)
+        if init_req is None:
+            init_req = get_pod_resource_request(pod)
         self.uid = md.get("uid") or f"{ns}-{name}"  # Volcano's test helpers use "<ns>-<name>"
         gn = ann.get(GROUP_NAME_ANNOTATION)
         self.job = f"{ns}/{gn}" if gn else ""

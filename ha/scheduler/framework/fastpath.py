@@ -166,7 +166,10 @@ class AllocateFastPath:
         self.binpack = ssn.plugins.get("binpack") if "binpack" in self.order else None
         batch = _names(ssn, "enabled_node_order", ssn.batch_node_order_fns)
         self.batch_taint_w = ssn.plugins["nodeorder"].taint_toleration_weight if batch else None
+        self.built = False  # the arrays are built at the first scan (many sessions have no work)
 
+    def _build(self) -> None:
+        self.built = True
         n = self.n
         # static node facts (Node objects do not change within a session)
         unsched = np.zeros(n, dtype=bool)
@@ -183,6 +186,7 @@ class AllocateFastPath:
                 elif eff == "PreferNoSchedule":
                     self.pns_count[i] += 1
         self.has_pns = bool(self.pns_count.any())
+        pred = self.pred
         if pred is not None:
             self.static_block = unsched | (ns_taint if pred.taint_toleration_enable else False)
         else:
@@ -204,12 +208,12 @@ class AllocateFastPath:
         self.bp_used: dict[str, np.ndarray] = {}
         self.bp_alloc: dict[str, np.ndarray] = {}
         self.regular = True   # every node has cpu and memory in the k8s allocatable
+        self.dirty: set = set()
         for i in range(n):
             self._load_row(i)
         if not self.ok:
             return
         self.regular = bool((self.k[0:2] != 0).all())
-        self.dirty: set = set()
         for node, v in zip(self.node_list, self.views):
             node._sink = self.dirty
             v.sink = self.dirty
@@ -353,6 +357,8 @@ class AllocateFastPath:
         if role and enable_error_cache:
             self.stats["scalar_predicate"] += 1
             return None  # the per-(job, role) error cache needs every node's error
+        if not self.built:
+            self._build()
         self._sync()
         if not self.ok:
             return None
@@ -368,7 +374,8 @@ class AllocateFastPath:
                 j0 = j
                 ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j]), ZERO)
         gate = self.plugin_ok if f.simple else self.pods_ok
-        fi_all = self.fi if f.all_rows else None
+        # dims only grow: a task's rows stay a prefix, but later tasks may have added rows
+        fi_all = self.fi if f.all_rows and len(f.rows) == self.fi.shape[0] else None
         req = f.req
         parts: list[np.ndarray] = []
         got = 0
@@ -418,7 +425,7 @@ class AllocateFastPath:
         """``AllocateAction.prioritize_nodes`` over the nodes ``sel``: the Idle-fit group first,
         else the FutureIdle-fit group; best score, ties broken with the session RNG."""
         f = self._facts(task)
-        idle = self.idle[:, sel] if f.all_rows else self.idle[f.rows][:, sel]
+        idle = self.idle[:, sel] if f.all_rows and len(f.rows) == self.idle.shape[0] else self.idle[f.rows][:, sel]
         idle_fit = ((f.req - idle) < _EPS).all(axis=0)
         n_idle = int(idle_fit.sum())
         group = sel[idle_fit] if n_idle else sel

@@ -1,0 +1,66 @@
+"""``ha-testbed compare DIR_A DIR_B ...``: the summaries of several results folders side by side
+(e.g. one seed under ``v1.14``, ``pr5045`` and ``pr5045-fixed``). One row per DESIGN.md metric,
+one column per run; a metric a run did not measure shows as "—" (never as 0)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ha.experiment.oracles import headline
+from ha.experiment.results import METRIC_NAMES, Results, read_results
+
+__all__ = ["compare_cli", "compare_table", "run_label"]
+
+
+def run_label(res: Results) -> str:
+    e = res.experiment
+    return f"{e.get('name', res.path.name)} [{e.get('profile')}, seed {e.get('seed')}]"
+
+
+def compare_table(results: list[Results]) -> dict[str, Any]:
+    """{"runs": [{label, path, profile, seed}], "metrics": {metric: [headline or None per run]},
+    "details": {metric: [full summary value per run]}}"""
+    runs = [{"label": run_label(r), "path": str(r.path), "profile": r.experiment.get("profile"),
+             "seed": r.experiment.get("seed"), "name": r.experiment.get("name")} for r in results]
+    metrics = {m: [headline(m, r.summary.get(m)) if m in r.summary else None for r in results]
+               for m in METRIC_NAMES}
+    details = {m: [r.summary.get(m) for r in results] for m in METRIC_NAMES}
+    extras = {"allocation_drift.rate": [((r.summary.get("allocation_drift") or {}).get("rate")
+                                         if isinstance(r.summary.get("allocation_drift"), dict) else None)
+                                        for r in results],
+              "cache_divergence.mean": [((r.summary.get("cache_divergence") or {}).get("mean")
+                                         if isinstance(r.summary.get("cache_divergence"), dict) else None)
+                                        for r in results],
+              "cache_divergence.final_max": [((r.summary.get("cache_divergence") or {}).get("final_max")
+                                              if isinstance(r.summary.get("cache_divergence"), dict) else None)
+                                             for r in results]}
+    return {"runs": runs, "metrics": metrics, "extras": extras, "details": details}
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def compare_cli(dirs, as_json: bool = False, echo=print, console=None) -> int:
+    """Print the side-by-side table; a missing or corrupt folder raises BadInput naming it (exit 2)."""
+    results = [read_results(Path(d)) for d in dirs]
+    table = compare_table(results)
+    if as_json:
+        echo(json.dumps({k: v for k, v in table.items() if k != "details"} | {"details": table["details"]},
+                        default=str))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title="ha-testbed compare")
+    t.add_column("metric")
+    for r in table["runs"]:
+        t.add_column(r["label"], justify="right")
+    for m, vals in list(table["metrics"].items()) + list(table["extras"].items()):
+        t.add_row(m, *[_cell(v) for v in vals])
+    (console or Console()).print(t)
+    return 0

@@ -1,0 +1,697 @@
+"""Oracles: each DESIGN.md metric as a small class over observations (pure: no Redis, no Ray).
+
+The runner feeds them, every ``measure.every``:
+
+* instance digests (``{"tasks": {uid: [status, node]}, "nodes": {name: {idle, used, releasing,
+  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile, built from
+  the API server's own event stream: :mod:`ha.experiment.reference`);
+* the API server's truth: pods, nodes and pod groups as the reference informers hold them, and the
+  pod events they saw (nominations, binds, deletions) in order;
+* the instances' decision records (``decisions(since)``: op bind/evict/pipeline/status, with
+  session, pod, node, ok, dry_run).
+
+Each oracle's ``summary()`` returns the value written under its DESIGN.md name in metrics.json, or
+None when it could not be computed (then the metric is absent, with a reason; never a zero).
+
+Definitions used (DESIGN.md "Metrics", made precise here):
+
+* session key: ``(instance, generation, session)`` — a decision's session number within one life
+  of an instance (the runner's ``generation`` bumps when a killed instance is started again).
+* nomination of a pod: a committed ``pipeline`` decision (not dry-run) or a ``status`` write with
+  a nominatedNodeName, or a pod update on the API server carrying ``status.nominatedNodeName``.
+* preemptor of an eviction on node N in session S: a pod pipelined or nominated onto N in S.
+* the gang rule: a job's binds in one session are partial when (the job's pods already holding
+  resources in the API server's truth, other than these) + (these binds) < minMember.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Iterable, Mapping
+
+__all__ = [
+    "status_name", "task_diff", "resource_drift_fraction", "cluster_capacity", "pod_requests",
+    "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
+    "ResourceDrift", "Staleness", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
+    "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
+    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS",
+]
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+SLOT_ANNOTATION = "ha-testbed/slot"
+ATTEMPT_ANNOTATION = "ha-testbed/attempt"
+_RETRY = re.compile(r"^(?P<base>.+)-r(?P<n>\d+)$")
+
+
+_RESOURCE_FIELDS = ("idle", "pipelined", "releasing")
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def status_name(s: Any) -> str:
+    name = str(getattr(s, "name", s) or "UNKNOWN").upper()
+    return name.removeprefix("TASKSTATUS.")
+
+
+def _entry(x: Any) -> tuple[str, str]:
+    if isinstance(x, (list, tuple)):
+        return status_name(x[0]), (x[1] if len(x) > 1 else "") or ""
+    return status_name(x), ""
+
+
+def task_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
+    """Tasks whose (status, node) differ between two digests' ``tasks``; a task that only one of
+    them holds differs too."""
+    n = 0
+    for uid in a.keys() | b.keys():
+        x, y = a.get(uid), b.get(uid)
+        if x is None or y is None or _entry(x) != _entry(y):
+            n += 1
+    return n
+
+
+def _q(resource: str, v: Any) -> float:
+    """A quantity in the digest's plain units (cpu in millicores, the rest in base units)."""
+    from cluster_state.quantity import parse_quantity
+    return float(parse_quantity(resource, v))
+
+
+def cluster_capacity(nodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Σ allocatable over API server Node objects, in the digest's plain units."""
+    cap: dict[str, float] = {}
+    for node in nodes:
+        for k, v in _allocatable(node).items():
+            cap[k] = cap.get(k, 0.0) + v
+    return cap
+
+
+def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mapping[str, Mapping],
+                            capacity: Mapping[str, float],
+                            dims: tuple[str, ...] = ("cpu", "memory")) -> float | None:
+    """Σ over nodes and over Idle/Pipelined/Releasing of |instance − reference|, as a fraction of
+    the cluster's capacity; per resource dimension, the largest of the dimensions is returned.
+    A node only one side knows counts with the other side as zero. None without capacity."""
+    worst: float | None = None
+    for dim in dims:
+        cap = capacity.get(dim) or 0.0
+        if cap <= 0:
+            continue
+        total = 0.0
+        for name in inst_nodes.keys() | ref_nodes.keys():
+            a, b = inst_nodes.get(name) or {}, ref_nodes.get(name) or {}
+            for f in _RESOURCE_FIELDS:
+                total += abs(float((a.get(f) or {}).get(dim, 0) or 0) - float((b.get(f) or {}).get(dim, 0) or 0))
+        frac = total / cap
+        worst = frac if worst is None else max(worst, frac)
+    return None if worst is None else round(worst, 6)
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
+    """A pod's effective requests (Σ containers, max with each init container), plain units, plus
+    ``pods: 1``."""
+    spec = pod.get("spec") or {}
+    total: dict[str, float] = {}
+    for c in spec.get("containers") or []:
+        for k, v in (((c.get("resources") or {}).get("requests")) or {}).items():
+            total[k] = total.get(k, 0.0) + _q(k, v)
+    for c in spec.get("initContainers") or []:
+        for k, v in (((c.get("resources") or {}).get("requests")) or {}).items():
+            total[k] = max(total.get(k, 0.0), _q(k, v))
+    total["pods"] = total.get("pods", 0.0) + 1.0
+    return total
+
+
+def _allocatable(node: Mapping[str, Any]) -> dict[str, float]:
+    alloc = ((node.get("status") or {}).get("allocatable")) or {}
+    return {k: _q(k, v) for k, v in alloc.items()}
+
+
+def _holds_node(pod: Mapping[str, Any]) -> bool:
+    """Bound and not terminated (a terminating pod still holds its node until it is gone)."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and \
+        (pod.get("status") or {}).get("phase", "") not in ("Succeeded", "Failed")
+
+
+def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
+                        ) -> dict[str, list[str]]:
+    """{node: [resources over allocatable]} for nodes whose bound, non-terminated pods request
+    more than the node's allocatable (API server truth)."""
+    used: dict[str, dict[str, float]] = {}
+    for p in pods:
+        if not _holds_node(p):
+            continue
+        n = p["spec"]["nodeName"]
+        u = used.setdefault(n, {})
+        for k, v in pod_requests(p).items():
+            u[k] = u.get(k, 0.0) + v
+    out: dict[str, list[str]] = {}
+    for n, u in used.items():
+        node = nodes.get(n)
+        if node is None:
+            continue
+        alloc = _allocatable(node)
+        over = [k for k, v in sorted(u.items()) if k in alloc and v > alloc[k] + 1e-9]
+        if over:
+            out[n] = over
+    return out
+
+
+def slot_of_name(name: str, annotations: Mapping[str, str] | None = None) -> tuple[str, int]:
+    """(slot base, attempt) of a pod: the job controller names re-created pods ``<base>-r<n>``."""
+    ann = annotations or {}
+    m = _RETRY.match(name)
+    base = ann.get(SLOT_ANNOTATION) or (m.group("base") if m else name)
+    try:
+        n = int(ann[ATTEMPT_ANNOTATION]) if ATTEMPT_ANNOTATION in ann else (int(m.group("n")) if m else 0)
+    except ValueError:
+        n = 0
+    return base, n
+
+
+def _stats(vs: list[float]) -> dict[str, Any]:
+    return {"max": max(vs), "mean": round(sum(vs) / len(vs), 3), "final": vs[-1], "samples": len(vs)}
+
+
+# ---------------------------------------------------------------------------- per-tick series
+
+
+class InstanceSeries:
+    """A per-instance numeric series; summary: overall max/mean, each instance's max/mean/final."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def add(self, instance: str, v: float | None) -> None:
+        if v is not None:
+            self.values.setdefault(instance, []).append(v)
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.values:
+            return None
+        allv = [v for vs in self.values.values() for v in vs]
+        return {"max": max(allv), "mean": round(sum(allv) / len(allv), 6),
+                "final_max": max(vs[-1] for vs in self.values.values()),
+                "instances": {k: _stats(vs) for k, vs in sorted(self.values.items())}}
+
+
+class CacheDivergence(InstanceSeries):
+    """cache_divergence: per instance, tasks whose (status, node) differ from the reference."""
+
+    def observe(self, instance: str, tasks: Mapping[str, Any], reference_tasks: Mapping[str, Any]) -> int:
+        v = task_diff(tasks, reference_tasks)
+        self.add(instance, v)
+        return v
+
+
+class PairwiseDrift:
+    """pairwise_drift: per pair of instances, tasks whose (status, node) differ."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[str, list[int]] = {}
+
+    def observe(self, digests: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+        out = {}
+        for a, b in combinations(sorted(digests), 2):
+            v = task_diff(digests[a], digests[b])
+            out[(a, b)] = v
+            self.pairs.setdefault(f"{a}|{b}", []).append(v)
+        return out
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.pairs:
+            return None
+        allv = [v for vs in self.pairs.values() for v in vs]
+        return {"max": max(allv), "mean": round(sum(allv) / len(allv), 3),
+                "pairs": {k: {"max": max(vs), "mean": round(sum(vs) / len(vs), 3), "samples": len(vs)}
+                          for k, vs in sorted(self.pairs.items())}}
+
+
+class ResourceDrift(InstanceSeries):
+    """resource_drift: per instance, Σ|Δ| of Idle/Pipelined/Releasing vs the reference, as a
+    fraction of cluster capacity (the worse of cpu and memory)."""
+
+    def observe(self, instance: str, nodes: Mapping[str, Mapping], reference_nodes: Mapping[str, Mapping],
+                capacity: Mapping[str, float]) -> float | None:
+        v = resource_drift_fraction(nodes, reference_nodes, capacity)
+        self.add(instance, v)
+        return v
+
+
+class Staleness:
+    """staleness_ms: per instance, the informers' write→applied percentiles (the instance's own
+    ``stats()["staleness_ms"]`` = {p50, p99, max, n}); the latest report per instance wins, and a
+    killed instance's last report is kept."""
+
+    def __init__(self) -> None:
+        self.per: dict[str, dict[str, Any]] = {}
+
+    def observe(self, instance: str, stats: Mapping[str, Any] | None) -> None:
+        st = (stats or {}).get("staleness_ms")
+        if isinstance(st, Mapping) and st.get("n"):
+            self.per[instance] = dict(st)
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.per:
+            return None
+        return {"p50": max(v["p50"] for v in self.per.values()),
+                "p99": max(v["p99"] for v in self.per.values()),
+                "max": max(v["max"] for v in self.per.values()),
+                "instances": dict(sorted(self.per.items()))}
+
+
+class OvercommitViolations:
+    """overcommit_violations: node-ticks where bound, non-terminated pods' requests exceed the
+    node's allocatable in the API server's truth."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ticks = 0
+        self.nodes: dict[str, int] = {}
+        self.resources: dict[str, int] = {}
+
+    def observe(self, pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]) -> int:
+        over = overcommitted_nodes(pods, nodes)
+        self.ticks += 1
+        self.count += len(over)
+        for n, rs in over.items():
+            self.nodes[n] = self.nodes.get(n, 0) + 1
+            for r in rs:
+                self.resources[r] = self.resources.get(r, 0) + 1
+        return len(over)
+
+    def summary(self) -> dict[str, Any] | None:
+        if self.ticks == 0:
+            return None
+        return {"count": self.count, "ticks": self.ticks, "nodes": dict(sorted(self.nodes.items())),
+                "resources": self.resources}
+
+
+# ------------------------------------------------------------------- event- and decision-driven
+
+
+@dataclass
+class PodEvent:
+    """What the reference informer saw happen to a pod, in API server order."""
+    t: float
+    type: str                  # nominated | bound | deleted
+    pod: str                   # "ns/name"
+    uid: str | None = None
+    node: str | None = None    # nominated or bound node
+
+
+@dataclass
+class Truth:
+    """The API server's state as the reference informers hold it, at one tick."""
+    pods: dict[str, dict] = field(default_factory=dict)        # "ns/name" -> Pod
+    nodes: dict[str, dict] = field(default_factory=dict)       # name -> Node
+    pod_groups: dict[str, dict] = field(default_factory=dict)  # "ns/name" -> PodGroup
+
+    def job_of(self, pod_key: str) -> str | None:
+        p = self.pods.get(pod_key)
+        if p is None:
+            return None
+        md = p.get("metadata") or {}
+        g = (md.get("annotations") or {}).get(GROUP_ANNOTATION) or (md.get("labels") or {}).get(GROUP_ANNOTATION)
+        return f"{md.get('namespace', '')}/{g}" if g else None
+
+    def min_member(self, job: str) -> int | None:
+        pg = self.pod_groups.get(job)
+        if pg is None:
+            return None
+        return int((pg.get("spec") or {}).get("minMember") or 0)
+
+    def occupying(self, job: str) -> set[str]:
+        """Pods of the job bound to a node (Bound/Running/Succeeded: Volcano's ready count)."""
+        out = set()
+        for k, p in self.pods.items():
+            if self.job_of(k) == job and (p.get("spec") or {}).get("nodeName") \
+                    and (p.get("status") or {}).get("phase", "") != "Failed":
+                out.add(k)
+        return out
+
+
+def _session_key(d: Mapping[str, Any], generation: int = 0) -> tuple:
+    return (d.get("instance"), d.get("generation", generation), d.get("session"))
+
+
+def _committed(d: Mapping[str, Any]) -> bool:
+    return bool(d.get("ok")) and not d.get("dry_run")
+
+
+class AllocationDrift:
+    """allocation_drift (seed 000): pods bound to a node other than the one they were last
+    nominated/pipelined to. ``count``; ``rate`` = count / nominated pods that got bound."""
+
+    def __init__(self) -> None:
+        self.nominated: dict[str, str] = {}       # pod -> last nominated node (until bound)
+        self.ever_nominated: set[str] = set()
+        self.renominations = 0
+        self.bound: dict[str, str] = {}
+        self.count = 0
+        self.nominated_bound = 0
+        self.events: list[dict[str, Any]] = []    # the drifts, for the report
+
+    def nominate(self, pod: str, node: str | None, t: float = 0.0) -> None:
+        if not node or pod in self.bound:
+            return
+        prev = self.nominated.get(pod)
+        if prev is not None and prev != node:
+            self.renominations += 1
+        self.nominated[pod] = node
+        self.ever_nominated.add(pod)
+
+    def bind(self, pod: str, node: str, t: float = 0.0) -> None:
+        if pod in self.bound:
+            return
+        self.bound[pod] = node
+        nom = self.nominated.pop(pod, None)
+        if nom is None:
+            return
+        self.nominated_bound += 1
+        if nom != node:
+            self.count += 1
+            self.events.append({"t": t, "pod": pod, "nominated": nom, "bound": node})
+
+    def observe_decisions(self, decisions: Iterable[Mapping[str, Any]]) -> None:
+        for d in decisions:
+            if _committed(d) and d.get("op") in ("pipeline", "status") and d.get("node"):
+                self.nominate(d["pod"], d["node"], d.get("t", 0.0))
+
+    def observe_events(self, events: Iterable[PodEvent]) -> None:
+        for e in events:
+            if e.type == "nominated":
+                self.nominate(e.pod, e.node, e.t)
+            elif e.type == "bound":
+                self.bind(e.pod, e.node, e.t)
+
+    def summary(self) -> dict[str, Any]:
+        return {"count": self.count, "nominated_pods": len(self.ever_nominated),
+                "nominated_then_bound": self.nominated_bound,
+                "rate": round(self.count / self.nominated_bound, 4) if self.nominated_bound else None,
+                "renominations": self.renominations, "examples": self.events[:20]}
+
+
+@dataclass
+class _EvictionGroup:
+    session: tuple
+    node: str
+    t: float
+    victims: list[str]
+    preemptors: set[str]
+
+
+class WastedEvictions:
+    """wasted_evictions: evictions whose preemptor did not end on the freed node. The preemptor of
+    an eviction on node N in session S is a pod pipelined/nominated onto N in the same session S by
+    the same instance. Per eviction group (S, N):
+
+    * a preemptor bound on N → not wasted;
+    * every preemptor bound elsewhere or deleted unbound → wasted;
+    * otherwise, at the end of the run: a preemptor still unbound while another pod was bound on N
+      after the eviction → wasted (the freed node went to a competitor, BR1); else unresolved.
+
+    ``count`` counts victims (evicted pods) of wasted groups."""
+
+    def __init__(self) -> None:
+        self._evictions: dict[tuple, dict[str, list]] = {}   # session -> node -> [(victim, t)]
+        self._nominations: dict[tuple, dict[str, set[str]]] = {}  # session -> node -> pods
+        self.bound: dict[str, tuple[str, float]] = {}
+        self.deleted: set[str] = set()
+        self.node_binds: dict[str, list[tuple[float, str]]] = {}
+        self.evicted_pods: set[str] = set()
+
+    def observe_decisions(self, decisions: Iterable[Mapping[str, Any]], generation: int = 0) -> None:
+        for d in decisions:
+            if not _committed(d):
+                continue
+            key = _session_key(d, generation)
+            op = d.get("op")
+            if op == "evict" and d.get("node"):
+                if d["pod"] in self.evicted_pods:
+                    continue   # a second instance evicting the same pod: one eviction
+                self.evicted_pods.add(d["pod"])
+                self._evictions.setdefault(key, {}).setdefault(d["node"], []).append((d["pod"], d.get("t", 0.0)))
+            elif op in ("pipeline", "status") and d.get("node"):
+                self._nominations.setdefault(key, {}).setdefault(d["node"], set()).add(d["pod"])
+
+    def observe_events(self, events: Iterable[PodEvent]) -> None:
+        for e in events:
+            if e.type == "bound" and e.pod not in self.bound:
+                self.bound[e.pod] = (e.node, e.t)
+                self.node_binds.setdefault(e.node, []).append((e.t, e.pod))
+            elif e.type == "deleted":
+                self.deleted.add(e.pod)
+
+    def groups(self) -> list[_EvictionGroup]:
+        out = []
+        for s, by_node in self._evictions.items():
+            for node, vs in by_node.items():
+                pre = set(self._nominations.get(s, {}).get(node, set()))
+                out.append(_EvictionGroup(s, node, min(t for _, t in vs), [v for v, _ in vs], pre))
+        return out
+
+    def classify(self, g: _EvictionGroup, final: bool) -> str:
+        if not g.preemptors:
+            return "no_preemptor"
+        places = [self.bound.get(p) for p in g.preemptors]
+        if any(pl is not None and pl[0] == g.node for pl in places):
+            return "used"
+        unresolved = [p for p, pl in zip(g.preemptors, places) if pl is None and p not in self.deleted]
+        if not unresolved:
+            return "wasted"
+        if final:
+            taken = [p for t, p in self.node_binds.get(g.node, []) if t >= g.t and p not in g.preemptors]
+            if taken:
+                return "wasted"
+        return "unresolved"
+
+    def summary(self, final: bool = True) -> dict[str, Any]:
+        counts = {"used": 0, "wasted": 0, "unresolved": 0, "no_preemptor": 0}
+        examples = []
+        for g in self.groups():
+            c = self.classify(g, final)
+            counts[c] += len(g.victims)
+            if c == "wasted" and len(examples) < 20:
+                examples.append({"node": g.node, "victims": g.victims, "preemptors": sorted(g.preemptors),
+                                 "preemptors_bound": {p: (self.bound.get(p) or (None,))[0]
+                                                      for p in sorted(g.preemptors)}})
+        total = sum(counts.values())
+        return {"count": counts["wasted"], "evictions": total, "with_preemptor": total - counts["no_preemptor"],
+                "used": counts["used"], "unresolved": counts["unresolved"],
+                "no_preemptor": counts["no_preemptor"], "examples": examples}
+
+
+class CyclicEvictions:
+    """cyclic_evictions: evictions of a pod that is a re-creation (``<base>-r<n>``) of a pod evicted
+    before in the run (one slot evicted, re-created, evicted again). ``count`` = such evictions;
+    ``slots`` and ``jobs`` = how many distinct slots / jobs cycled."""
+
+    def __init__(self) -> None:
+        self.evicted: dict[str, list[int]] = {}    # slot -> attempts evicted, in order
+        self.seen_pods: set[str] = set()
+        self.count = 0
+        self.cycling_slots: set[str] = set()
+        self.cycling_jobs: set[str] = set()
+
+    def evict(self, pod: str, job: str | None = None, annotations: Mapping[str, str] | None = None) -> bool:
+        if pod in self.seen_pods:
+            return False
+        self.seen_pods.add(pod)
+        ns, _, name = pod.rpartition("/")
+        base, attempt = slot_of_name(name, annotations)
+        slot = f"{ns}/{base}"
+        prev = self.evicted.setdefault(slot, [])
+        cyclic = any(a < attempt for a in prev)
+        prev.append(attempt)
+        if cyclic:
+            self.count += 1
+            self.cycling_slots.add(slot)
+            if job:
+                self.cycling_jobs.add(job)
+        return cyclic
+
+    def observe_decisions(self, decisions: Iterable[Mapping[str, Any]], truth: Truth | None = None) -> None:
+        for d in decisions:
+            if _committed(d) and d.get("op") == "evict":
+                job, ann = None, None
+                if truth is not None:
+                    job = truth.job_of(d["pod"])
+                    p = truth.pods.get(d["pod"])
+                    ann = ((p or {}).get("metadata") or {}).get("annotations")
+                self.evict(d["pod"], job, ann)
+
+    def summary(self) -> dict[str, Any]:
+        return {"count": self.count, "slots": len(self.cycling_slots), "jobs": len(self.cycling_jobs),
+                "evicted_pods": len(self.seen_pods),
+                "max_attempt_evicted": max((max(v) for v in self.evicted.values()), default=None)}
+
+
+class PartialGangBinds:
+    """partial_gang_binds: binds committed for a job in one session while fewer than minMember of
+    its tasks were placed: (pods of the job already bound in the truth, other than these) + (these
+    binds) < minMember. Counted per (session, job) group; ``binds`` counts the pods bound so.
+    A group whose job is not yet known to the truth waits (up to ``patience`` ticks)."""
+
+    def __init__(self, patience: int = 20) -> None:
+        self.patience = patience
+        self._pending: list[tuple[tuple, list[str], int]] = []
+        self._bound_by_decision: dict[str, set[str]] = {}
+        self.groups = 0
+        self.count = 0
+        self.binds = 0
+        self.unknown_job = 0
+        self.examples: list[dict[str, Any]] = []
+
+    def observe(self, decisions: Iterable[Mapping[str, Any]], truth: Truth, generation: int = 0) -> int:
+        by: dict[tuple, list[str]] = {}
+        for d in decisions:
+            if _committed(d) and d.get("op") == "bind":
+                by.setdefault(_session_key(d, generation), []).append(d["pod"])
+        work = self._pending + [(k, pods, 0) for k, pods in by.items()]
+        self._pending = []
+        new = 0
+        for key, pods, age in work:
+            jobs: dict[str, list[str]] = {}
+            missing = []
+            for p in pods:
+                j = truth.job_of(p)
+                if j is None or truth.min_member(j) is None:
+                    missing.append(p)
+                else:
+                    jobs.setdefault(j, []).append(p)
+            if missing:
+                if age < self.patience:
+                    self._pending.append((key, missing, age + 1))
+                else:
+                    self.unknown_job += len(missing)
+            for j, ps in jobs.items():
+                self.groups += 1
+                mine = set(ps)
+                alive_prev = {q for q in self._bound_by_decision.get(j, set()) if q in truth.pods}
+                prior = (truth.occupying(j) | alive_prev) - mine
+                mm = truth.min_member(j) or 0
+                self._bound_by_decision.setdefault(j, set()).update(mine)
+                if len(prior) + len(mine) < mm:
+                    self.count += 1
+                    self.binds += len(mine)
+                    new += 1
+                    if len(self.examples) < 20:
+                        self.examples.append({"session": list(key), "job": j, "bound": sorted(mine),
+                                              "already_placed": len(prior), "min_member": mm})
+        return new
+
+    def summary(self) -> dict[str, Any]:
+        return {"count": self.count, "binds": self.binds, "groups": self.groups,
+                "unknown_job": self.unknown_job, "examples": self.examples}
+
+
+# ------------------------------------------------------------------------------------ headline
+
+# the scalar a table shows for each metric (compare, report)
+HEADLINE_KEYS = {"cache_divergence": "max", "pairwise_drift": "max", "resource_drift": "max",
+                 "staleness_ms": "p99", "allocation_drift": "count", "wasted_evictions": "count",
+                 "cyclic_evictions": "count", "overcommit_violations": "count",
+                 "partial_gang_binds": "count"}
+
+
+def headline(metric: str, value: Any) -> Any:
+    """The one number a table shows for a metric's summary value (None if absent)."""
+    if isinstance(value, Mapping):
+        k = HEADLINE_KEYS.get(metric)
+        if k is not None and k not in value:
+            # per-instance shape ({instance: {p50, p99, ...}}): the worst instance
+            vs = [x.get(k) for x in value.values() if isinstance(x, Mapping) and x.get(k) is not None]
+            return max(vs) if vs else None
+        if k is None:
+            for k in ("max", "count", "p99", "value"):
+                if k in value:
+                    break
+        v = value.get(k)
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    return value
+
+
+# ----------------------------------------------------------------------------------- the set
+
+
+ORACLE_COLUMNS = ["cache_divergence", "resource_drift", "overcommit_nodes",
+                  "allocation_drift", "wasted_evictions", "cyclic_evictions", "partial_gang_binds"]
+
+
+class Oracles:
+    """Every metric the reference makes computable, fed once per measurement tick. Pure: the
+    runner passes in what it sampled (instance digests/stats/decisions, the reference's digest,
+    truth and pod events)."""
+
+    def __init__(self) -> None:
+        self.divergence = CacheDivergence()
+        self.resource = ResourceDrift()
+        self.staleness = Staleness()
+        self.overcommit = OvercommitViolations()
+        self.allocation = AllocationDrift()
+        self.wasted = WastedEvictions()
+        self.cyclic = CyclicEvictions()
+        self.gangs = PartialGangBinds()
+        self.ticks = 0
+        self.last_divergence: dict[str, int] = {}
+        self.divergence_t: list[tuple[float, int]] = []   # (t, max over instances) per tick
+
+    def tick(self, t: float, digests: Mapping[str, Mapping[str, Any]], stats: Mapping[str, Mapping],
+             reference: Mapping[str, Any], truth: Truth, events: list[PodEvent],
+             decisions: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Feed one tick; returns extra timeseries columns per instance (ORACLE_COLUMNS)."""
+        self.ticks += 1
+        # decisions first (a nomination precedes the bind the events report), then the truth
+        self.allocation.observe_decisions(decisions)
+        self.allocation.observe_events(events)
+        self.wasted.observe_decisions(decisions)
+        self.wasted.observe_events(events)
+        self.cyclic.observe_decisions(decisions, truth)
+        self.gangs.observe(decisions, truth)
+        over = self.overcommit.observe(truth.pods.values(), truth.nodes)
+        capacity = cluster_capacity(truth.nodes.values())
+        ref_tasks, ref_nodes = reference.get("tasks") or {}, reference.get("nodes") or {}
+        rows: dict[str, dict[str, Any]] = {}
+        worst = None
+        for name, d in digests.items():
+            row: dict[str, Any] = {}
+            if d.get("synced", True):
+                row["cache_divergence"] = self.divergence.observe(name, d.get("tasks") or {}, ref_tasks)
+                row["resource_drift"] = self.resource.observe(name, d.get("nodes") or {}, ref_nodes, capacity)
+                self.last_divergence[name] = row["cache_divergence"]
+                worst = row["cache_divergence"] if worst is None else max(worst, row["cache_divergence"])
+            self.staleness.observe(name, stats.get(name))
+            row.update({"overcommit_nodes": over, "allocation_drift": self.allocation.count,
+                        "wasted_evictions": self.wasted.summary(final=False)["count"],
+                        "cyclic_evictions": self.cyclic.count, "partial_gang_binds": self.gangs.count})
+            rows[name] = row
+        if worst is not None:
+            self.divergence_t.append((t, worst))
+        return rows
+
+    def summary(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """(metrics, absent) — ``absent[name]`` says why a metric could not be computed."""
+        out: dict[str, Any] = {}
+        absent: dict[str, str] = {}
+        if self.ticks == 0:
+            for n in ("cache_divergence", "resource_drift", "staleness_ms", "allocation_drift",
+                      "wasted_evictions", "cyclic_evictions", "overcommit_violations", "partial_gang_binds"):
+                absent[n] = "no measurement tick with the reference cache"
+            return out, absent
+        for name, v, why in (
+                ("cache_divergence", self.divergence.summary(), "no instance with a synced cache was sampled"),
+                ("resource_drift", self.resource.summary(), "no cluster capacity (no nodes) or no synced instance"),
+                ("staleness_ms", self.staleness.summary(), "no informer staleness samples (no write-time stamps)"),
+                ("overcommit_violations", self.overcommit.summary(), "no tick"),
+                ("allocation_drift", self.allocation.summary(), ""),
+                ("wasted_evictions", self.wasted.summary(final=True), ""),
+                ("cyclic_evictions", self.cyclic.summary(), ""),
+                ("partial_gang_binds", self.gangs.summary(), "")):
+            if v is None:
+                absent[name] = why
+            else:
+                out[name] = v
+        return out, absent

@@ -1,0 +1,302 @@
+"""``report.md`` and its plots from a results folder (``ha-testbed report DIR``).
+
+Plots (matplotlib, Agg backend — no display needed):
+
+* ``drift.png`` — cache_divergence per instance over time (pairwise drift dashed), chaos windows
+  shaded, point faults (kill, redis-restart …) as vertical lines;
+* ``binds_evictions.png`` — binds and evictions per second over time (all instances);
+* ``staleness.png`` — staleness distribution (write → applied, ms) per instance, from the
+  delivery logs when they carry write stamps, else the instances' p50/p99/max.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ha.experiment.oracles import headline
+from ha.experiment.results import METRIC_NAMES, Results, read_results
+
+__all__ = ["write_report", "report_cli", "chaos_windows", "verdicts"]
+
+_POINT_FAULTS = ("kill", "redis-restart", "watch-expire")
+
+
+def chaos_windows(metrics: dict[str, Any]) -> list[tuple[str, float, float | None]]:
+    """(label, start_s, end_s or None for a point fault) from the experiment's chaos entries,
+    preferring the times they were applied at."""
+    from ha.experiment.units import parse_duration
+    out = []
+    applied = {c.get("index"): c for c in (metrics.get("chaos") or []) if isinstance(c, dict)}
+    for i, c in enumerate((metrics.get("experiment") or {}).get("chaos") or []):
+        try:
+            at = parse_duration(c.get("at", 0))
+            dur = parse_duration(c["for"]) if c.get("for") is not None else None
+        except Exception:  # noqa: BLE001 — a report never fails on one odd entry
+            continue
+        rec = applied.get(i) or {}
+        if rec.get("status") in ("skipped", "not-reached", "failed"):
+            continue
+        start = rec.get("applied_at_s") if rec.get("applied_at_s") is not None else at
+        label = f"{c.get('fault')}→{c.get('target', '')}"
+        if dur is None or c.get("fault") in _POINT_FAULTS:
+            out.append((label, float(start), None))
+        else:
+            end = rec.get("ended_at_s") if rec.get("ended_at_s") is not None else start + dur
+            out.append((label, float(start), float(end)))
+    return out
+
+
+def _series(res: Results, col: str) -> dict[str, tuple[list[float], list[float]]]:
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for r in res.timeseries:
+        v = r.get(col)
+        if v is None or r.get("t") is None:
+            continue
+        xs, ys = out.setdefault(r["instance"], ([], []))
+        xs.append(float(r["t"]))
+        ys.append(float(v))
+    return out
+
+
+def _shade(ax, windows) -> None:
+    for i, (label, a, b) in enumerate(windows):
+        if b is None:
+            ax.axvline(a, color="red", linestyle=":", linewidth=1.2)
+            ax.annotate(label, (a, 1), xycoords=("data", "axes fraction"), fontsize=7, color="red",
+                        rotation=90, va="top", ha="right")
+        else:
+            ax.axvspan(a, b, color="orange", alpha=0.15)
+            ax.annotate(label, (a, 1 - 0.08 * (i % 4)), xycoords=("data", "axes fraction"), fontsize=7,
+                        color="darkorange", va="top")
+
+
+def _plot_drift(res: Results, windows, path: Path) -> bool:
+    import matplotlib.pyplot as plt
+    div = _series(res, "cache_divergence")
+    pw = _series(res, "pairwise_drift_max")
+    if not div and not pw:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for name, (xs, ys) in sorted(div.items()):
+        ax.plot(xs, ys, label=f"{name} vs reference", linewidth=1.4)
+    for name, (xs, ys) in sorted(pw.items()):
+        ax.plot(xs, ys, linestyle="--", linewidth=0.8, alpha=0.6, label=f"{name} pairwise (max)")
+    _shade(ax, windows)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("tasks with different (status, node)")
+    ax.set_title("Cache divergence per instance (chaos windows shaded)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _rate(res: Results, col: str) -> tuple[list[float], list[float]]:
+    """Per-second rate of a cumulative per-instance counter, summed over instances."""
+    per = _series(res, col)
+    events: list[tuple[float, float]] = []
+    for xs, ys in per.values():
+        for i in range(1, len(xs)):
+            dt = xs[i] - xs[i - 1]
+            d = ys[i] - ys[i - 1]
+            if dt > 0 and d >= 0:
+                events.append((xs[i], d))
+    if not events:
+        return [], []
+    end = max(t for t, _ in events)
+    buckets = [0.0] * (int(end) + 1)
+    for t, d in events:
+        buckets[min(int(t), len(buckets) - 1)] += d
+    return [i + 0.5 for i in range(len(buckets))], buckets
+
+
+def _plot_binds(res: Results, windows, path: Path) -> bool:
+    import matplotlib.pyplot as plt
+    bx, by = _rate(res, "binds")
+    ex, ey = _rate(res, "evictions")
+    if not bx and not ex:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    if bx:
+        ax.bar(bx, by, width=0.9, alpha=0.6, label="binds/s")
+    if ex:
+        ax.bar(ex, ey, width=0.5, color="crimson", alpha=0.8, label="evictions/s")
+    _shade(ax, windows)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("per second")
+    ax.set_title("Binds and evictions over time (all instances)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def staleness_samples(res: Results, cap: int = 200_000) -> dict[str, list[float]]:
+    """Staleness (ms) per instance from its delivery log: applied wall time − the write-time stamp,
+    counted once per stamp (the first delivery that carries it), as the instance counts it."""
+    from cluster_state.delivery import read_delivery_log, write_time_of
+    out: dict[str, list[float]] = {}
+    for name, path in res.delivery_logs.items():
+        if "." in name:          # an earlier incarnation's log (<name>.1.log): same instance
+            name = name.split(".", 1)[0]
+        try:
+            _, records = read_delivery_log(path)
+        except Exception:  # noqa: BLE001 — a truncated log still yields the rest of the report
+            continue
+        seen: dict[str, float] = {}
+        xs = out.setdefault(name, [])
+        for r in records:
+            if r.get("type") in ("LIST",) or r.get("initial"):
+                continue
+            wt = write_time_of(r.get("object"))
+            applied = r.get("wall")   # unix time at apply ("delivered" is monotonic)
+            uid = r.get("uid")
+            if wt is None or applied is None or uid is None or seen.get(uid) == wt:
+                continue
+            seen[uid] = wt
+            xs.append(max(0.0, (float(applied) - wt) * 1000.0))
+            if len(xs) >= cap:
+                break
+    return {k: v for k, v in out.items() if v}
+
+
+def _plot_staleness(res: Results, path: Path) -> str | None:
+    import matplotlib.pyplot as plt
+    samples = staleness_samples(res)
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    if samples:
+        hi = max(max(v) for v in samples.values())
+        lo = max(0.01, min(min(v) for v in samples.values()))
+        bins = [10 ** (math.log10(lo) + i * (math.log10(max(hi, lo * 10)) - math.log10(lo)) / 40)
+                for i in range(41)]
+        for name, xs in sorted(samples.items()):
+            ax.hist(xs, bins=bins, histtype="step", linewidth=1.4, label=f"{name} (n={len(xs)})")
+        ax.set_xscale("log")
+        ax.set_xlabel("staleness (ms, write → applied to the cache)")
+        ax.set_ylabel("events")
+        source = "delivery logs"
+    else:
+        st = res.summary.get("staleness_ms")
+        per = (st.get("instances") if isinstance(st, dict) and "instances" in st else st) or {}
+        per = {k: v for k, v in per.items() if isinstance(v, dict) and v.get("p50") is not None}
+        if not per:
+            plt.close(fig)
+            return None
+        names = sorted(per)
+        for j, q in enumerate(("p50", "p99", "max")):
+            ax.bar([i + j * 0.27 for i in range(len(names))], [per[n][q] or 0 for n in names], width=0.27, label=q)
+        ax.set_xticks([i + 0.27 for i in range(len(names))], names)
+        ax.set_ylabel("staleness (ms)")
+        source = "instance stats"
+    ax.set_title(f"Staleness distribution per instance ({source})")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return source
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def verdicts(res: Results) -> list[str]:
+    """Short sentences a reader can act on."""
+    s = res.summary
+    out = []
+    cd = s.get("cache_divergence")
+    if isinstance(cd, dict):
+        fin = {k: v.get("final") for k, v in (cd.get("instances") or {}).items()}
+        bad = {k: v for k, v in fin.items() if v}
+        if bad:
+            out.append(f"**Caches did not converge**: at the end {', '.join(f'{k}={v}' for k, v in sorted(bad.items()))} "
+                       f"task(s) still differ from the reference (max during the run {cd.get('max')}).")
+        else:
+            out.append(f"Every instance's cache ended equal to the reference (max divergence during the run "
+                       f"{cd.get('max')}, mean {cd.get('mean')}).")
+    for name, what in (("overcommit_violations", "node-ticks overcommitted in the API server's truth"),
+                       ("cyclic_evictions", "cyclic evictions (a re-created pod evicted again)"),
+                       ("wasted_evictions", "wasted evictions (preemptor did not end on the freed node)"),
+                       ("allocation_drift", "pods bound away from their nomination"),
+                       ("partial_gang_binds", "partial gang binds (binds before minMember placed)")):
+        v = headline(name, s.get(name))
+        if v:
+            out.append(f"**{v} {what}** — see `{name}` in metrics.json for examples.")
+    cons = (res.metrics.get("oracles") or {}).get("api_consistency") if isinstance(res.metrics.get("oracles"), dict) else None
+    if isinstance(cons, dict) and cons.get("ok") is not None:
+        out.append("API server state equals the replay of its event stream (no lost writes)." if cons.get("ok")
+                   else f"**API server and its event stream disagree**: lost {cons.get('lost_writes')}, "
+                        f"phantoms {cons.get('phantoms')}.")
+    fr = s.get("failover_recovery_s")
+    if "failover_recovery_s" in s:
+        out.append(f"Failover recovered in {fr} s." if fr is not None else "**A leader loss never recovered in the run.**")
+    return out
+
+
+def write_report(path: str | Path) -> Path:
+    """(Re)write ``report.md`` and its PNGs in a results folder; returns the report's path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    res = read_results(path)
+    out = Path(path)
+    windows = chaos_windows(res.metrics)
+    exp = res.experiment
+    plots = []
+    if _plot_drift(res, windows, out / "drift.png"):
+        plots.append(("Cache divergence over time", "drift.png"))
+    if _plot_binds(res, windows, out / "binds_evictions.png"):
+        plots.append(("Binds and evictions over time", "binds_evictions.png"))
+    if _plot_staleness(res, out / "staleness.png"):
+        plots.append(("Staleness distribution", "staleness.png"))
+    run = res.metrics.get("run") or {}
+    oracles = res.metrics.get("oracles") if isinstance(res.metrics.get("oracles"), dict) else {}
+    absent = (oracles or {}).get("absent") or {}
+    lines = [f"# {exp.get('name', out.name)} — profile `{exp.get('profile')}`, seed {exp.get('seed')}", ""]
+    sched = exp.get("schedulers") or {}
+    lines.append(f"{sched.get('instances', '?')} instance(s), mode {sched.get('mode', '?')}, "
+                 f"duration {exp.get('duration')}, measured every {(exp.get('measure') or {}).get('every')}; "
+                 f"elapsed {run.get('elapsed_s')} s, {run.get('ticks')} ticks"
+                 + (" — **interrupted**" if run.get("interrupted") else "")
+                 + (f" — **error: {run.get('error')}**" if run.get("error") else "") + ".")
+    lines += ["", "## Summary", ""]
+    lines += [f"- {v}" for v in verdicts(res)] or ["- (no oracle metrics in this run)"]
+    lines += ["", "| metric | value | detail |", "|---|---:|---|"]
+    for name in METRIC_NAMES:
+        if name in res.summary:
+            v = res.summary[name]
+            detail = ""
+            if isinstance(v, dict):
+                detail = ", ".join(f"{k} {_fmt(x)}" for k, x in v.items()
+                                   if not isinstance(x, (dict, list)) and k != HEADLINE_KEY_SKIP)
+            lines.append(f"| `{name}` | {_fmt(headline(name, v))} | {detail} |")
+        else:
+            lines.append(f"| `{name}` | — | not measured: {absent.get(name, 'not computed by this run')} |")
+    if windows:
+        lines += ["", "## Chaos", ""]
+        for label, a, b in windows:
+            lines.append(f"- {label}: {a:.1f} s" + (f" → {b:.1f} s" if b is not None else " (point fault)"))
+    for title, png in plots:
+        lines += ["", f"## {title}", "", f"![{title}]({png})"]
+    lines += ["", "---", f"Rebuild: `ha-testbed report {out}`; compare runs: `ha-testbed compare DIR...`", ""]
+    p = out / "report.md"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    return p
+
+
+HEADLINE_KEY_SKIP = "examples"
+
+
+def report_cli(path, echo=print) -> int:
+    p = write_report(path)
+    echo(f"wrote {p}")
+    return 0
