@@ -32,11 +32,20 @@ from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED, De
 from cluster_state.fifo import DeltaFIFO, RealFIFO
 from cluster_state.reflector import Backoff, InformerStats, Reflector
 
-# GC thresholds for a long-lived scheduler-instance process that holds informer caches: gen-0
-# every 50,000 net allocations instead of 700, gen-1 every 20 gen-0s, gen-2 every 100 gen-1s
-# (plus CPython's own rule that a full collection waits until the long-lived heap grew by 25%).
-# Use with freeze_gc_on_sync=True (the synced cache then never gets scanned again).
-INSTANCE_GC_THRESHOLD = (10_000, 50, 100)
+# GC settings for a long-lived scheduler-instance process that holds informer caches (measured in
+# `bench informer`, see BENCHMARKS.md): a collection's pause grows with the objects it walks, and
+# the cache keeps every object it receives. So: gen-0 every 2,000 net allocations (fewer, still
+# short collections), and with freeze_gc_on_sync the heap is frozen once synced and again every
+# 2,000 delivered events, so a full collection only ever walks what arrived since the last freeze.
+INSTANCE_GC_THRESHOLD = (2_000, 10, 10)
+INSTANCE_GC_REFREEZE_EVERY = 2_000
+
+
+def instance_gc_options() -> dict:
+    """Informer keyword arguments for a long-lived scheduler-instance process (process-wide GC)."""
+    return {"gc_threshold": INSTANCE_GC_THRESHOLD, "freeze_gc_on_sync": True,
+            "gc_refreeze_every": INSTANCE_GC_REFREEZE_EVERY}
+
 
 log = logging.getLogger("cluster_state.informer")
 
@@ -115,6 +124,10 @@ class Informer:
       freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered
       gc_threshold     gc.set_threshold(*gc_threshold) (process-wide!) at start(), e.g.
                        INSTANCE_GC_THRESHOLD; None leaves the process's setting alone
+      gc_refreeze_every with freeze_gc_on_sync: after every this many delivered events,
+                       gc.collect(1) + gc.freeze() again (process-wide!), so the objects received
+                       since the last freeze -- all a full collection would walk -- stay few
+                       (INSTANCE_GC_REFREEZE_EVERY); None: freeze once
     """
 
     def __init__(self, client: Any, kind: str, *, namespace: str | None = None,
@@ -124,8 +137,11 @@ class Informer:
                  resync_unchanged: bool = False, staleness_samples: int = 100_000,
                  write_time: Callable[[dict | None], float | None] = write_time_of,
                  name: str | None = None, freeze_gc_on_sync: bool = False,
-                 gc_threshold: tuple[int, ...] | None = None) -> None:
+                 gc_threshold: tuple[int, ...] | None = None,
+                 gc_refreeze_every: int | None = None) -> None:
         self.client = client
+        self.gc_refreeze_every = gc_refreeze_every if freeze_gc_on_sync else None
+        self._since_freeze = 0
         # a larger gen-0 threshold: every watch batch allocates ~15 container objects per event
         # that the store keeps, so with the default 700 a collection runs every ~50 events and
         # objects are re-scanned as they age (bench informer: up to 3x the decode cost)
@@ -242,6 +258,7 @@ class Informer:
         fifo, hook = self.fifo, self.hook
         direct = type(hook) is PassThrough
         deliver = self._deliver
+        refreeze = self.gc_refreeze_every
         while True:
             batch = await fifo.pop()
             if direct:
@@ -250,6 +267,19 @@ class Informer:
             else:
                 for d in batch:
                     await hook.submit(d)
+            if refreeze:
+                self._since_freeze += len(batch)
+                if self._since_freeze >= refreeze and self.has_synced():
+                    self._since_freeze = 0
+                    self._refreeze()
+
+    @staticmethod
+    def _refreeze() -> None:
+        # the young generations are collected first (cheap: they are small), so only cyclic
+        # garbage that already reached the oldest generation is kept alive by the freeze
+        import gc
+        gc.collect(1)
+        gc.freeze()
 
     def _call(self, fn: Callable, *args) -> None:
         try:
@@ -470,4 +500,4 @@ class ThreadedInformer:
 
 
 __all__ = ["Informer", "ThreadedInformer", "FuncHandler", "Store", "InformerStats", "Backoff",
-           "INSTANCE_GC_THRESHOLD"]
+           "INSTANCE_GC_THRESHOLD", "INSTANCE_GC_REFREEZE_EVERY", "instance_gc_options"]

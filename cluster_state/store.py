@@ -50,7 +50,7 @@ def _load_scripts() -> dict[str, tuple[str, str]]:
     lua = resources.files("cluster_state") / "lua"
     lib = (lua / "lib.lua").read_text()
     out = {}
-    for name in ("apply", "create", "bind", "watch_read", "list", "compact", "finalize"):
+    for name in ("apply", "create", "bind", "list", "compact", "finalize"):
         src = lib + "\n" + (lua / f"{name}.lua").read_text()
         out[name] = (src, hashlib.sha1(src.encode()).hexdigest())
     return out

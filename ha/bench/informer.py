@@ -161,13 +161,13 @@ def _child_informer(url: str, start_rv: int, end_rv: int, mode: str, log_path: s
                     tuned: bool, ready, go, out) -> None:
     """mode "cache": Informer -> SchedulerCache; "dict": Informer -> a dict per key;
     "watch": AsyncApiClient.watch in a loop, no informer (where the API server's time goes).
-    tuned: the process runs with the scheduler instance's GC settings (INSTANCE_GC_THRESHOLD,
-    gc.freeze() once the informers synced), else CPython's defaults."""
+    tuned: the process runs with the scheduler instance's GC settings
+    (cluster_state.informer.instance_gc_options()), else CPython's defaults."""
     from cluster_state.aio import AsyncApiClient
     from cluster_state.delivery import DeliveryLog
-    from cluster_state.informer import INSTANCE_GC_THRESHOLD, Informer
+    from cluster_state.informer import Informer, instance_gc_options
 
-    gc_opts = ({"gc_threshold": INSTANCE_GC_THRESHOLD, "freeze_gc_on_sync": True} if tuned else {})
+    gc_opts = instance_gc_options() if tuned else {}
 
     async def main() -> None:
         aapi = AsyncApiClient.from_url(url, prefix=PREFIX)
@@ -228,18 +228,18 @@ class _GcPauses:
 
 def _child_live(url: str, tuned: bool, ready, stop, out) -> None:
     from cluster_state.aio import AsyncApiClient
-    from cluster_state.informer import INSTANCE_GC_THRESHOLD, Informer
+    from cluster_state.informer import Informer, instance_gc_options
 
     pauses = _GcPauses()
-    # tuned: the scheduler instance's GC settings (larger thresholds; the synced cache is
-    # long-lived, so gc.freeze() keeps it out of every later collection)
-    gc_opts = ({"gc_threshold": INSTANCE_GC_THRESHOLD, "freeze_gc_on_sync": True} if tuned else {})
+    # tuned: the scheduler instance's GC settings (instance_gc_options(): a larger gen-0
+    # threshold; the synced cache, and every 2,000 events what arrived since, gc.freeze()d)
+    gc_opts = instance_gc_options() if tuned else {}
 
     async def main() -> None:
         aapi = AsyncApiClient.from_url(url, prefix=PREFIX)
         cache, _ = _make_cache()
         store: dict = {}
-        others = await _sync_cluster_informers(aapi, cache, store)
+        others = await _sync_cluster_informers(aapi, cache, store, gc_opts)
         inf = Informer(aapi, "Pod", block_ms=1000, **gc_opts)
         inf.add_event_handler(_CacheHandlers(cache, "Pod", store))
         await inf.start()
@@ -417,8 +417,8 @@ def run(quick: bool = False) -> BenchResult:
         "paced_rate": rate, "paced_achieved": round(achieved, 1), "paced_s": paced_s,
         "staleness_samples": len(samples), "expected_samples": READERS * n_writes,
         "staleness_ms": {"p50": round(p50, 3), "p99": round(p99, 3), "max": round(mx, 3)},
-        "gc": "informer processes use INSTANCE_GC_THRESHOLD + gc.freeze() after sync "
-              "(the scheduler instance's settings) unless labelled default-gc",
+        "gc": "informer processes use cluster_state.informer.instance_gc_options() (the scheduler "
+              "instance's GC settings) unless labelled default-gc",
         "gc_gen2_max_pause_ms": round(stale[True]["gc2_max_ms"], 1),
         "default_gc": {"staleness_ms": {"p50": round(fp50, 3), "p99": round(fp99, 3),
                                         "max": round(max(stale[False]["samples"] or [float("nan")]), 3)},

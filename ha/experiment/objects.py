@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cluster_state.quantity import normalise_resources
+from ha.errors import BadInput
 from ha.experiment.config import Experiment
 
 __all__ = ["StartingObjects", "starting_objects", "node_names"]
@@ -16,7 +17,10 @@ _SERVER_META = ("uid", "resourceVersion", "creationTimestamp")
 # Initial pods get the workload's short grace period (ha.runtime.workload.WorkloadConfig
 # termination_grace_s), not the scenario loader's Kubernetes default of 30 s: an evicted initial pod
 # must be gone (and re-created by the job controller) within a ~30-60 s run, like workload pods.
+# An initial pod may ask for another grace period with this annotation (whole seconds), e.g. to keep
+# a victim terminating (Releasing) across a failover (examples/br4-failover-reservation.yaml).
 INITIAL_POD_GRACE_S = 1
+GRACE_ANNOTATION = "ha-testbed/termination-grace-s"
 
 
 @dataclass
@@ -78,6 +82,19 @@ def _strip_server_fields(obj: dict) -> dict:
     return obj
 
 
+def _grace(pod: dict, where: str) -> int:
+    raw = (pod["metadata"].get("annotations") or {}).get(GRACE_ANNOTATION)
+    if raw is None:
+        return INITIAL_POD_GRACE_S
+    try:
+        v = int(raw)
+    except (TypeError, ValueError):
+        v = -1
+    if v < 0:
+        raise BadInput(f"{where}.annotations.{GRACE_ANNOTATION}: expected whole seconds >= 0, got {raw!r}")
+    return v
+
+
 def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingObjects:
     out = StartingObjects()
     pcs: dict[str, dict] = {}
@@ -105,8 +122,8 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
         out.queues += [_strip_server_fields(o) for o in built.queues]
         out.nodes += [_strip_server_fields(o) for o in built.nodes]
         out.podgroups += [_strip_server_fields(o) for o in built.podgroups]
-        for o in built.pods:
-            o["spec"]["terminationGracePeriodSeconds"] = INITIAL_POD_GRACE_S
+        for i, o in enumerate(built.pods):
+            o["spec"]["terminationGracePeriodSeconds"] = _grace(o, f"{source}: initial.pods[{i}]")
             out.pods.append(_strip_server_fields(o))
     if not any(q["metadata"]["name"] == "default" for q in out.queues):
         # Volcano's controller creates the default queue in every cluster

@@ -23,8 +23,10 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -212,6 +214,53 @@ class _CacheHandlers:
         self._guard(self._delete, obj)
 
 
+class _BindWorker:
+    """Volcano's ``processBindTask`` goroutine: drains the cache's bind queue (``bind_mode=
+    "queued"``; the session's ``add_bind_task`` only updates the cache and enqueues) in its own
+    thread. The binder's I/O runs without the cache lock (``SchedulerCache.bind``), so a bind that
+    retries through a partition blocks neither the session nor the informers. Polls every 20 ms,
+    like Volcano's ``wait.Until(processBindTask, 20ms)``."""
+
+    def __init__(self, cache, name: str, period_s: float = 0.02):
+        self.cache = cache
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._busy = False
+        self.batches = 0
+        self.errors = 0
+        self.thread = threading.Thread(target=self._run, name=f"{name}-bind", daemon=True)
+
+    def start(self) -> "_BindWorker":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.cache.bind_queue:     # unlocked peek (a list's truth value is atomic)
+                self._stop.wait(self.period_s)
+                continue
+            self._busy = True
+            try:
+                if self.cache.process_bind_task():
+                    self.batches += 1
+            except BaseException:  # noqa: BLE001 — a bad batch must not end the worker
+                self.errors += 1
+                log.exception("bind worker: processBindTask failed")
+            finally:
+                self._busy = False
+
+    def idle(self) -> bool:
+        return not self._busy and not self.cache.bind_queue
+
+    def stop(self, timeout: float) -> bool:
+        """Stop after the batch in flight; False if it is still stuck in I/O after ``timeout``
+        (a daemon thread: it cannot outlive the process)."""
+        self._stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
 class SchedulerInstance:
     def __init__(self, config: InstanceConfig):
         self.cfg = config
@@ -224,7 +273,14 @@ class SchedulerInstance:
         self._stopping = False
         self._incarnation = 0        # bumps on every in-process restart
         self._restart_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # sessions run in this single worker thread (one at a time) so the event loop keeps
+        # delivering informer events, answering digest()/stats() and renewing the lease
+        self._session_exec: ThreadPoolExecutor | None = None
+        self._session_future: Future | None = None
+        self._decisions_lock = threading.Lock()
         # per-incarnation state
+        self.bind_worker: _BindWorker | None = None
         self.cache = None
         self.io: InstanceIO | None = None
         self.scheduler = None
@@ -267,6 +323,8 @@ class SchedulerInstance:
         self._started = True
         self._stopping = False
         self._restart_lock = asyncio.Lock()
+        self._loop = asyncio.get_running_loop()
+        self._session_exec = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.cfg.name}-session")
         self.started_at = time.time()
         self._aapi = AsyncApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix)
         self._sapi = self._wrap_sync_api(ApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix))
@@ -291,6 +349,7 @@ class SchedulerInstance:
     async def _boot(self) -> None:
         """Build a fresh incarnation (cache, IO, informers, loops) and start it."""
         self._build()
+        self.bind_worker = _BindWorker(self.cache, self.cfg.name).start()
         if not self.cfg.elected or self.cfg.standby == "warm":
             await self._start_informers()
         self._tasks.append(asyncio.create_task(self._session_loop(), name=f"{self.cfg.name}-sessions"))
@@ -342,6 +401,9 @@ class SchedulerInstance:
             pass
         except Exception:  # noqa: BLE001
             log.exception("%s: teardown failed", self.cfg.name)
+        if self._session_exec is not None:
+            self._session_exec.shutdown(wait=False, cancel_futures=True)
+            self._session_exec = None
         for api in (self._aapi, self._sapi):
             try:
                 res = api.close()
@@ -367,6 +429,7 @@ class SchedulerInstance:
                 pass
             except Exception:  # noqa: BLE001
                 log.exception("%s: task ended with an error", self.cfg.name)
+        await self._stop_workers()
         await self._stop_informers()
         for k, inf in self.informers.items():
             samples = getattr(inf, "staleness_ms", None)
@@ -378,6 +441,21 @@ class SchedulerInstance:
             self.io = None
         if self.delivery_log is not None:
             self.delivery_log.close()
+
+    async def _stop_workers(self) -> None:
+        """The session in flight finishes (a thread cannot be cancelled; bounded wait), then the
+        bind worker stops after its batch in flight. Past the bounds they are left behind as
+        daemon threads working on the dropped incarnation's cache."""
+        bound = max(1.0, self.cfg.stop_timeout_s / 2)
+        fut = self._session_future
+        if fut is not None and not fut.done():
+            done, _ = await asyncio.wait({asyncio.wrap_future(fut)}, timeout=bound)
+            if not done:
+                log.warning("%s: session still running after %.0fs; leaving it behind", self.cfg.name, bound)
+        bw, self.bind_worker = self.bind_worker, None
+        if bw is not None:
+            if not await asyncio.to_thread(bw.stop, bound):
+                log.warning("%s: bind worker still in I/O after %.0fs; leaving it behind", self.cfg.name, bound)
 
     async def _restart(self, reason: str) -> None:
         """What a process restart does: drop everything, list afresh."""
@@ -396,7 +474,15 @@ class SchedulerInstance:
         self.fatal_cache_errors += 1
         self._last_error = f"fatal: {msg}"
         log.error("%s: fatal cache error: %s", self.cfg.name, msg)
-        asyncio.get_running_loop().create_task(self._restart("fatal cache error"))
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            running.create_task(self._restart("fatal cache error"))
+        elif loop is not None and not loop.is_closed():   # from the session thread
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._restart("fatal cache error")))
 
     # ================================================================================ building
     def _build(self) -> None:
@@ -420,7 +506,7 @@ class SchedulerInstance:
         self.cache = SchedulerCache(switches=switches, binder=self.io, evictor=self.io,
                                     status_updater=self.io, scheduler_names=(cfg.scheduler_name,),
                                     default_queue=cfg.default_queue, pod_getter=self.io,
-                                    bind_mode="sync", batch_num=1_000_000)
+                                    bind_mode="queued", batch_num=1_000_000)
         self.scheduler = Scheduler(self.cache, _resolve_conf(cfg.scheduler_conf),
                                    seed=cfg.seed * 1_000_003 + inc)
         self.delivery_log = None
@@ -529,7 +615,7 @@ class SchedulerInstance:
             if not self._should_schedule():
                 continue
             try:
-                self.run_session()
+                await self._run_session_in_thread()
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 — a bad session must not stop the scheduler
@@ -537,9 +623,26 @@ class SchedulerInstance:
                 self._last_error = repr(e)
                 log.exception("%s: session failed", self.cfg.name)
 
-    def run_session(self):
-        """One session (synchronous: the cache is not touched by anyone else meanwhile)."""
-        res = self.scheduler.run_once()
+    async def _run_session_in_thread(self, flush_binds: bool = False):
+        """``run_session`` in the session thread; the loop stays free meanwhile (Volcano: the
+        informers' goroutines keep applying events under the cache mutex during a session)."""
+        ex = self._session_exec
+        if ex is None:
+            raise RuntimeError(f"{self.cfg.name}: not started")
+        fut = ex.submit(self.run_session, flush_binds=flush_binds)
+        self._session_future = fut
+        return await asyncio.wrap_future(fut)
+
+    def run_session(self, *, flush_binds: bool = True):
+        """One session (the session loop runs it on the session thread). It works on its
+        snapshot; the cache is shared with the informers (loop thread) and the bind worker
+        through the cache's lock. ``flush_binds`` (direct callers, step-wise drivers): return
+        only once this session's binds are written or failed, as the old inline binder did;
+        the session loop leaves them to the bind worker, like Volcano."""
+        cache, scheduler = self.cache, self.scheduler   # this incarnation's, even if it restarts
+        res = scheduler.run_once()
+        if flush_binds:
+            self._flush_binds(cache)
         # oracles (allocation drift, wasted evictions) need the session's pipeline decisions,
         # which v1.14 never writes anywhere; recorded with this session's number
         leader = self.is_leader_now()
@@ -558,17 +661,18 @@ class SchedulerInstance:
             self.errors += 1
             self._last_error = f"panic: {res.panic}"
         else:
-            self.cache.process_resync_task()
-            self.cache.process_cleanup_job()
+            cache.process_resync_task()
+            cache.process_cleanup_job()
         return res
 
     # ================================================================================ records
     def _record(self, rec: dict) -> None:
-        self._seq += 1
-        rec["seq"] = self._seq
-        self._decisions.append(rec)
-        if len(self._decisions) > _MAX_DECISIONS:
-            del self._decisions[: _MAX_DECISIONS // 2]
+        with self._decisions_lock:   # the session thread and the bind worker both record
+            self._seq += 1
+            rec["seq"] = self._seq
+            self._decisions.append(rec)
+            if len(self._decisions) > _MAX_DECISIONS:
+                del self._decisions[: _MAX_DECISIONS // 2]
 
     # ================================================================================ queries
     async def digest(self) -> dict:
@@ -667,6 +771,7 @@ class SchedulerInstance:
                "last_session_ms": self.last_session_ms, "started_at": self.started_at,
                "synced": self._synced(), "clock_rate": self.clock.rate,
                "last_error": self._last_error, "cache": cache_stats,
+               "bind_queue": len(self.cache.bind_queue) if self.cache is not None else 0,
                "informers": {k: i.stats.as_dict() if hasattr(i.stats, "as_dict") else {}
                              for k, i in self.informers.items()}}
         for name in ("binds", "bind_conflicts", "bind_errors", "evictions", "evict_errors",
@@ -681,12 +786,13 @@ class SchedulerInstance:
         return out
 
     async def decisions(self, since: int = 0) -> list[dict]:
-        if not self._decisions or self._decisions[-1]["seq"] <= since:
-            return []
-        # seqs are contiguous within the kept window
-        first = self._decisions[0]["seq"]
-        start = max(0, since - first + 1)
-        return [dict(d) for d in self._decisions[start:]]
+        with self._decisions_lock:
+            if not self._decisions or self._decisions[-1]["seq"] <= since:
+                return []
+            # seqs are contiguous within the kept window
+            first = self._decisions[0]["seq"]
+            start = max(0, since - first + 1)
+            return [dict(d) for d in self._decisions[start:]]
 
     async def delivery_log_path(self) -> str | None:
         return self.delivery_log.path if self.delivery_log is not None else None
@@ -713,7 +819,26 @@ class SchedulerInstance:
         None if it may not (not synced, or a standby in leader-elected mode)."""
         if not self._should_schedule():
             return None
-        return self.run_session().to_dict()
+        res = await self._run_session_in_thread(flush_binds=True)
+        return res.to_dict()
+
+    def _flush_binds(self, cache, timeout: float = 120.0) -> None:
+        cache.process_bind_task()          # what is still queued, in this thread
+        bw = self.bind_worker              # and the batch the worker may have in flight
+        deadline = time.monotonic() + timeout
+        while bw is not None and bw.cache is cache and not bw.idle() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    async def wait_binds_done(self, timeout: float = 60.0) -> bool:
+        """True once the bind worker has drained the bind queue (step-wise drivers: a session's
+        binds are then written, or failed and queued for resync)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            bw = self.bind_worker
+            if bw is None or bw.idle():
+                return True
+            await asyncio.sleep(0.01)
+        return False
 
     async def ping(self) -> str:
         return self.cfg.name

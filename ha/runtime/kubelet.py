@@ -119,8 +119,9 @@ class Kubelet:
             phase = (pod.get("status") or {}).get("phase") or "Pending"
             node = spec.get("nodeName") or ""
             if md.get("deletionTimestamp") is not None:
-                grace = md.get("deletionGracePeriodSeconds") or 0
-                if self._wall() >= float(md["deletionTimestamp"]) + float(grace) - 1e-6 or \
+                # the API server sets deletionTimestamp to the end of the grace period (as
+                # Kubernetes does), so the grace is not added again here
+                if self._wall() >= float(md["deletionTimestamp"]) - 1e-6 or \
                         float(md["deletionTimestamp"]) > self._wall() + 1e6:
                     due_deletion.append(pod)
                 continue

@@ -462,15 +462,18 @@ class SchedulerCache:
             except TaskNodeError as e:  # (cannot happen for Releasing, kept for symmetry)
                 job.update_task_status(task, original)
                 raise e
-            try:
-                if self.evictor is not None:
-                    self.evictor.evict(task.pod, reason)
-            except Exception as e:  # noqa: BLE001 — any API error → resync, like Volcano
+            pod, no_pg = task.pod, job.pod_group is None
+        # the evictor's I/O without the cache lock (Volcano: a goroutine after sc.Mutex is released)
+        try:
+            if self.evictor is not None:
+                self.evictor.evict(pod, reason)
+        except Exception as e:  # noqa: BLE001 — any API error → resync, like Volcano
+            with self.mutex:
                 self.stats["evict_errors"] += 1
                 self._error(f"Failed to evict pod {task.namespace}/{task.name}: {e}")
-                self.resync_task(task)
-            if job.pod_group is None:
-                raise CacheError(f"the PodGroup of Job <{job.namespace}/{job.name}> is nil")
+            self.resync_task(task)
+        if no_pg:
+            raise CacheError(f"the PodGroup of Job <{job.namespace}/{job.name}> is nil")
 
     def _node_update_task(self, node: NodeInfo, task: TaskInfo) -> None:
         try:
@@ -627,19 +630,20 @@ class SchedulerCache:
                                                    PIPELINED_NODE_ANNOTATION: None,
                                                    EVICTION_OCCURRED_ANNOTATION: None})
             self.bind_queue.append(ctx)
-            if self.bind_mode == "sync":
-                self.process_bind_task()
+        if self.bind_mode == "sync":
+            self.process_bind_task()
 
     def process_bind_task(self) -> int:
         """Drain the bind queue into binder calls of ``batch_num`` tasks each; returns binds tried."""
         n = 0
-        with self.mutex:
-            while self.bind_queue:
+        while True:
+            with self.mutex:   # pop under the lock, bind without it (the binder does I/O)
+                if not self.bind_queue:
+                    return n
                 batch = self.bind_queue[:self.batch_num]
                 del self.bind_queue[:self.batch_num]
-                self.bind(batch)
-                n += len(batch)
-        return n
+            self.bind(batch)
+            n += len(batch)
 
     def bind(self, bind_contexts: list[TaskInfo | BindContext]) -> dict[str, str]:
         """Cache.Bind: call the binder; for each failed task write PodScheduled=False
@@ -648,32 +652,36 @@ class SchedulerCache:
         if not ctxs:
             return {}
         tasks = [c.task_info for c in ctxs]
-        with self.mutex:
-            try:
-                errs = self.binder.bind(tasks) if self.binder is not None else {}
-            except Exception as e:  # noqa: BLE001 — a binder that raises fails the whole batch
-                errs = {t.uid: str(e) for t in tasks}
-            for c in ctxs:
-                reason = errs.get(c.task_info.uid)
-                if reason is None:
-                    continue
+        # no cache lock around the I/O (Volcano's Bind runs in its own goroutine without sc.Mutex):
+        # informer events keep applying while a bind waits on the API server
+        try:
+            errs = self.binder.bind(tasks) if self.binder is not None else {}
+        except Exception as e:  # noqa: BLE001 — a binder that raises fails the whole batch
+            errs = {t.uid: str(e) for t in tasks}
+        for c in ctxs:
+            reason = errs.get(c.task_info.uid)
+            if reason is None:
+                continue
+            msg = f"failed to bind to node {c.task_info.node_name}: {reason}"
+            with self.mutex:
                 self.stats["bind_errors"] += 1
-                msg = f"failed to bind to node {c.task_info.node_name}: {reason}"
                 self._error(msg)
-                try:
-                    self.task_unschedulable(c.task_info, POD_REASON_SCHEDULER_ERROR, msg, "")
-                except Exception as e:  # noqa: BLE001
+            try:
+                self.task_unschedulable(c.task_info, POD_REASON_SCHEDULER_ERROR, msg, "")
+            except Exception as e:  # noqa: BLE001
+                with self.mutex:
                     self._error(f"Failed to update pod status when bind task error: {e}")
-                self.resync_task(c.task_info)
-            return dict(errs)
+            self.resync_task(c.task_info)
+        return dict(errs)
 
     # ==== resync =================================================================================
     def resync_task(self, task: TaskInfo) -> None:
         """resyncTask: queue "job/uid" for process_resync_task."""
         key = f"{task.job}/{task.uid}"
-        if key not in self.err_tasks:
-            self.err_tasks[key] = 0
-        self.stats["resyncs"] += 1
+        with self.mutex:
+            if key not in self.err_tasks:
+                self.err_tasks[key] = 0
+            self.stats["resyncs"] += 1
 
     def process_resync_task(self, max_items: int | None = None) -> int:
         """One pass over the queued tasks (Volcano's worker loop): GET the pod; gone → delete the
@@ -682,40 +690,54 @@ class SchedulerCache:
         synced = 0
         with self.mutex:
             keys = list(self.err_tasks)
-            if max_items is not None:
-                keys = keys[:max_items]
-            for key in keys:
-                job_id, _, uid = key.rpartition("/")
+        if max_items is not None:
+            keys = keys[:max_items]
+        for key in keys:
+            job_id, _, uid = key.rpartition("/")
+            with self.mutex:
                 job = self.jobs.get(job_id)
                 task = job.tasks.get(uid) if job is not None else None
                 if task is None:
-                    del self.err_tasks[key]  # Forget: nothing left to sync
+                    self.err_tasks.pop(key, None)  # Forget: nothing left to sync
                     continue
-                try:
-                    self._sync_task(task)
-                except Exception as e:  # noqa: BLE001 — retry later (rate-limited in Volcano)
-                    if isinstance(e, FatalCacheError):
-                        raise
+            try:
+                # Volcano's syncTask: the GET without sc.Mutex, the cache update under it
+                new_pod = self._get_pod_for_sync(task)
+                with self.mutex:
+                    job = self.jobs.get(job_id)
+                    cur = job.tasks.get(uid) if job is not None else None
+                    self._apply_sync(cur if cur is not None else task, new_pod)
+            except Exception as e:  # noqa: BLE001 — retry later (rate-limited in Volcano)
+                if isinstance(e, FatalCacheError):
+                    raise
+                with self.mutex:
                     self.stats["resync_failures"] += 1
-                    self.err_tasks[key] += 1
-                    self.err_tasks.move_to_end(key)
+                    if key in self.err_tasks:
+                        self.err_tasks[key] += 1
+                        self.err_tasks.move_to_end(key)
                     self._error(f"Failed to sync task {task.namespace}/{task.name}, retry it: {e}")
-                    continue
-                del self.err_tasks[key]
-                synced += 1
+                continue
+            with self.mutex:
+                self.err_tasks.pop(key, None)
+            synced += 1
         return synced
 
-    def _sync_task(self, old: TaskInfo) -> None:
+    def _get_pod_for_sync(self, old: TaskInfo) -> dict | None:
         getter = self.pod_getter
         if getter is None:
             raise CacheError(f"failed to get Pod <{old.namespace}/{old.name}>: no pod getter configured")
-        new_pod = getter.get_pod(old.namespace, old.name)
+        return getter.get_pod(old.namespace, old.name)
+
+    def _apply_sync(self, old: TaskInfo, new_pod: dict | None) -> None:
         if new_pod is None:
             self._delete_task(old)
             return
         new = self.new_task_info(new_pod)
         self._delete_task(old)
         self._add_task(new)
+
+    def _sync_task(self, old: TaskInfo) -> None:
+        self._apply_sync(old, self._get_pod_for_sync(old))
 
     # ==== session close write-back ===============================================================
     def update_job_status(self, job: JobInfo, update_pg: bool = False, update_pg_annotations: bool = False,
@@ -815,8 +837,9 @@ class SchedulerCache:
         return None
 
     def pod_group_pending(self, job_id: str) -> bool:
-        job = self.jobs.get(job_id)
-        return job is None or job.pod_group_phase in (PodGroupPhase.PENDING, "")
+        with self.mutex:
+            job = self.jobs.get(job_id)
+            return job is None or job.pod_group_phase in (PodGroupPhase.PENDING, "")
 
     def __repr__(self) -> str:
         return (f"SchedulerCache({len(self.jobs)} jobs, {len(self.nodes)} nodes, {len(self.queues)} queues, "

@@ -192,3 +192,20 @@ def test_async_bind_many_uids(redis_url, key_prefix):
 
     p, res = asyncio.run(main())
     assert res[0]["spec"]["nodeName"] == "n1" and isinstance(res[1], Conflict)
+
+
+def test_bind_many_after_script_flush_and_in_chunks(redis_url, key_prefix, api):
+    """Pipelined chunks (50 per script) after Redis lost its script cache: every reply is
+    NOSCRIPT, each chunk is loaded and re-run, results still land in order."""
+    n = 120
+    for i in range(n):
+        api.create(pod(f"c{i}"))
+    r = redis.Redis.from_url(redis_url)
+    r.script_flush()
+    r.close()
+    res = api.bind_many([("default", f"c{i}", f"n{i % 7}") for i in range(n)] + [("default", "c3", "n1")])
+    assert [x["spec"]["nodeName"] for x in res[:n]] == [f"n{i % 7}" for i in range(n)]
+    assert isinstance(res[n], Conflict)                     # c3 was bound by an earlier chunk
+    rvs = [x["metadata"]["resourceVersion"] for x in res[:n]]
+    assert rvs == sorted(rvs) and len(set(rvs)) == n
+    assert [e.resource_version for e in api.watch("Pod", n, count=10_000)] == rvs

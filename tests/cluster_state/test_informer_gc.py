@@ -5,7 +5,7 @@ import asyncio
 import gc
 
 from cluster_state.aio import AsyncApiClient
-from cluster_state.informer import INSTANCE_GC_THRESHOLD, Informer
+from cluster_state.informer import INSTANCE_GC_THRESHOLD, Informer, instance_gc_options
 
 from .helpers import pod
 
@@ -32,3 +32,41 @@ def test_gc_threshold_option(redis_url, key_prefix):
     finally:
         gc.set_threshold(*saved)
     assert len(INSTANCE_GC_THRESHOLD) == 3 and INSTANCE_GC_THRESHOLD[0] > saved[0]
+
+
+def test_gc_refreeze_every(redis_url, key_prefix, monkeypatch):
+    """With freeze_gc_on_sync + gc_refreeze_every=N the informer re-freezes after every N
+    delivered events (and not before it synced); without freeze_gc_on_sync it never does."""
+    saved = gc.get_threshold()
+    calls: list[int] = []
+    monkeypatch.setattr(Informer, "_refreeze", staticmethod(lambda: calls.append(1)))
+    opts = instance_gc_options()
+    assert opts["freeze_gc_on_sync"] and opts["gc_refreeze_every"] > 0
+
+    async def main():
+        c = AsyncApiClient.from_url(redis_url, key_prefix)
+        try:
+            inf = Informer(c, "Pod", freeze_gc_on_sync=True, gc_refreeze_every=5, block_ms=50,
+                           watch_count=3)
+            idle = Informer(c, "Pod", gc_refreeze_every=5, block_ms=50)   # no freeze: ignored
+            assert idle.gc_refreeze_every is None
+            await inf.start()
+            assert await inf.wait_for_sync(30)
+            for i in range(12):
+                await c.create(pod(f"p{i}"))
+            for _ in range(400):
+                if len(inf.store.list()) == 12:
+                    break
+                await asyncio.sleep(0.025)
+            await inf.stop()
+            return len(inf.store.list())
+        finally:
+            await c.close()
+
+    try:
+        n = asyncio.run(main())
+    finally:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
+    assert n == 12
+    assert len(calls) == 2        # 12 events (+ the empty list): at >= 5 and >= 10

@@ -382,3 +382,33 @@ def test_active_active_conflicts_are_counted_under_ray(ray_cluster, redis_url, k
                 pass
             ray.kill(a)
         api.close()
+
+
+async def test_kubelet_removes_a_terminating_pod_at_its_deletion_timestamp(redis_url, key_prefix):
+    """deletionTimestamp already is the end of the grace period (Kubernetes semantics): the
+    kubelet must not wait a second grace period on top of it."""
+    api = await _api(redis_url, key_prefix)
+    await _seed_cluster(api)
+    gen = WorkloadGenerator(WorkloadConfig(rate_per_s=100.0, gang_size=(1, 1), runtime_s=(60, 60),
+                                           max_gangs=1, duration_s=10.0), seed=0)
+    pg, pods = gen.objects(gen.plan()[0])
+    await api.create(pg)
+    await api.create(pods[0])
+    name, ns = pods[0]["metadata"]["name"], pods[0]["metadata"]["namespace"]
+    await api.bind(ns, name, "node-1")
+    fake_wall = [0.0]
+    mirror = KindMirror(api, "Pod")
+    kubelet = Kubelet(api, KubeletConfig(startup_delay_s=0.0, use_finalize=False), pods=mirror,
+                      wall=lambda: fake_wall[0])
+    await api.delete("Pod", name, ns, grace_period_seconds=30)
+    await mirror.sync(block_ms=20)
+    ts = float(mirror.objects[(ns, name)]["metadata"]["deletionTimestamp"])
+    fake_wall[0] = ts - 1.0
+    await kubelet.tick()
+    await mirror.sync(block_ms=20)
+    assert (ns, name) in mirror.objects            # still inside its grace period
+    fake_wall[0] = ts + 0.01
+    await kubelet.tick()
+    await mirror.sync(block_ms=20)
+    assert (ns, name) not in mirror.objects        # gone at deletionTimestamp, not 30 s later
+    await _close(api)
