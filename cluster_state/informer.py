@@ -26,9 +26,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED, Delivery,
-                                    DeliveryHook, DeliveryLog, Key, PassThrough, object_key,
-                                    write_time_of)
+from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED,
+                                    WRITE_TIME_ANNOTATION, Delivery, DeliveryHook, DeliveryLog, Key,
+                                    PassThrough, object_key, write_time_of)
 from cluster_state.fifo import DeltaFIFO, RealFIFO
 from cluster_state.reflector import Backoff, InformerStats, Reflector
 
@@ -384,13 +384,29 @@ class Informer:
                          "object": obj})
 
     def _staleness(self, obj: dict) -> None:
-        wt = self.write_time(obj)
-        if wt is not None:
-            self.staleness_ms.append((time.time() - wt) * 1000.0)
+        if self.write_time is write_time_of:   # the default, inlined (once per event)
+            md = obj.get("metadata")
+            ann = md.get("annotations") if type(md) is dict else None
+            if not ann:
+                return
+            v = ann.get(WRITE_TIME_ANNOTATION)
+            if v is None:
+                return
+            try:
+                wt = float(v)
+            except (TypeError, ValueError):
+                return
+        else:
+            wt = self.write_time(obj)
+            if wt is None:
+                return
+        self.staleness_ms.append((time.time() - wt) * 1000.0)
 
-    # (the two hot paths below inline _call: they run once per event)
+    # (the two hot paths below inline _call and _record: they run once per event)
     def _notify_add(self, obj: dict, d: Delivery, initial: bool) -> None:
-        self._record(ADDED, obj, d, initial=initial)
+        self.stats.delivered += 1
+        if self.log is not None:
+            self._log_record(ADDED, obj, d, initial, False)
         for b in self._handlers:
             f = b.add
             if f is not None:
@@ -402,7 +418,9 @@ class Informer:
             self._staleness(obj)
 
     def _notify_update(self, old: dict, new: dict, d: Delivery) -> None:
-        self._record(MODIFIED, new, d)
+        self.stats.delivered += 1
+        if self.log is not None:
+            self._log_record(MODIFIED, new, d, False, False)
         for b in self._handlers:
             f = b.update
             if f is not None:

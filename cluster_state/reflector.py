@@ -184,7 +184,9 @@ class Reflector:
                 continue
             received = time.monotonic()
             batch = []
+            append = batch.append
             rv = self.last_synced_rv
+            n_events = 0
             for ev in events:
                 typ = ev.type
                 erv = ev.resource_version
@@ -192,22 +194,24 @@ class Reflector:
                     rv = erv
                 if typ in WATCH_TYPES:
                     obj = ev.object
-                    try:
-                        key = object_key(obj)
+                    try:   # object_key(obj), inlined: once per event
+                        md = obj["metadata"]
+                        key = (md.get("namespace") or "", md["name"])
                     except (KeyError, TypeError, AttributeError):
                         stats.corrupt += 1
                         continue
                     if ns is not None and key[0] != ns:
                         stats.filtered += 1
                         continue
-                    stats.events += 1
-                    batch.append(Delivery(typ, kind, key, obj, erv, received))
+                    n_events += 1
+                    append(Delivery(typ, kind, key, obj, erv, received))
                 elif typ == "BOOKMARK":
                     stats.bookmarks += 1
                 else:  # CORRUPT, or a type we do not know
                     stats.corrupt += 1
                     log.debug("%s: skipping %s entry at rv %s: %s", kind, typ, erv,
                               getattr(ev, "error", None))
+            stats.events += n_events
             if batch:
                 fifo.add_many(batch)
             self.last_synced_rv = rv

@@ -112,6 +112,15 @@ def _conflict(verb: str, args: tuple, kw: dict):
     return Conflict(f"{verb}: injected conflict (chaos api-conflict)", kind=kind, namespace=ns, name=name)
 
 
+def _survivors(items: list, lose: list[bool], kw: dict) -> tuple[list, dict]:
+    """The bindings that are really sent, and the keyword arguments cut to match them: per-binding
+    lists such as ``uids=`` must stay parallel to the bindings."""
+    send = [b for b, c in zip(items, lose) if not c]
+    if kw.get("uids") is not None:
+        kw = dict(kw, uids=[u for u, c in zip(kw["uids"], lose) if not c])
+    return send, kw
+
+
 _VERBS = frozenset({"create", "get", "list", "update", "update_status", "patch_annotations", "bind",
                     "bind_many", "delete", "evict", "watch"})
 
@@ -134,7 +143,7 @@ class ChaosApiClient:
                 delay, lose = chaos.decide(name, len(items))
                 if delay > 0:
                     self._sleep(delay)
-                send = [b for b, c in zip(items, lose) if not c]
+                send, kw = _survivors(items, lose, kw)
                 got = iter(attr(send, *args[1:], **kw) if send else [])
                 return [_conflict("bind", tuple(b), {}) if c else next(got) for b, c in zip(items, lose)]
             delay, lose = chaos.decide(name)
@@ -160,7 +169,7 @@ class AsyncChaosApiClient(ChaosApiClient):
                 delay, lose = chaos.decide(name, len(items))
                 if delay > 0:
                     await asyncio.sleep(delay)
-                send = [b for b, c in zip(items, lose) if not c]
+                send, kw = _survivors(items, lose, kw)
                 got = iter(await attr(send, *args[1:], **kw) if send else [])
                 return [_conflict("bind", tuple(b), {}) if c else next(got) for b, c in zip(items, lose)]
             delay, lose = chaos.decide(name)

@@ -343,6 +343,7 @@ def run(quick: bool = False) -> BenchResult:
     paced_s = 2.0 if quick else 6.0
     rate = 1000.0
     ctx = mp.get_context("spawn")
+    load_start = os.getloadavg()[0]
     with EmbeddedRedis() as server:
         url = server.url
         api = ApiClient.from_url(url, prefix=PREFIX)
@@ -369,8 +370,10 @@ def run(quick: bool = False) -> BenchResult:
         errors = 0
         with tempfile.TemporaryDirectory(prefix="ha-bench-informer-") as tmp:
             plan = ["raw", "watch", "dict", "cache"] + ([] if quick else ["cache+log", "cache/default-gc"])
-            for _ in range(rounds):
-                for what in plan:
+            for rnd in range(rounds):
+                # odd rounds run the plan backwards, so the raw baseline and each informer variant
+                # sit on average at the same point in time (the shared machine's load drifts)
+                for what in (plan if rnd % 2 == 0 else plan[::-1]):
                     if what == "raw":
                         for _k, n, dt in _round(ctx, _child_raw, (url, stream, start_rv, end_rv),
                                                 "raw XREAD"):
@@ -406,6 +409,10 @@ def run(quick: bool = False) -> BenchResult:
         api.close()
 
     mean = {k: statistics.mean(v) for k, v in rates.items() if v}
+    # per round: mean informer -> cache rate / mean raw rate of the same round
+    per_round_ratio = [round(statistics.mean(rates["cache"][r * READERS:(r + 1) * READERS])
+                             / statistics.mean(rates["raw"][r * READERS:(r + 1) * READERS]), 3)
+                       for r in range(rounds)]
     raw, inf = mean["raw"], mean["cache"]
     p50, p99, mx = _pct(samples, 50), _pct(samples, 99), max(samples) if samples else float("nan")
     fp50, fp99 = _pct(stale[False]["samples"], 50), _pct(stale[False]["samples"], 99)
@@ -414,6 +421,9 @@ def run(quick: bool = False) -> BenchResult:
         "cache": cache_kind, "fifo": "real", "hook": "pass-through",
         "write_events_per_s": round(n_events / write_s, 1),
         "per_reader_eps": {k: [round(x) for x in v] for k, v in rates.items() if v},
+        "cache_over_raw_per_round": per_round_ratio,
+        "order": "plan forwards in even rounds, backwards in odd rounds",
+        "load_avg_1m": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
         "paced_rate": rate, "paced_achieved": round(achieved, 1), "paced_s": paced_s,
         "staleness_samples": len(samples), "expected_samples": READERS * n_writes,
         "staleness_ms": {"p50": round(p50, 3), "p99": round(p99, 3), "max": round(mx, 3)},

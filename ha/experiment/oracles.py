@@ -695,3 +695,81 @@ class Oracles:
             else:
                 out[name] = v
         return out, absent
+
+
+# ----------------------------------------------------------------------------------- convergence
+
+CONVERGENCE_WITHIN_S = 30.0
+
+
+def convergence(rows: Iterable[Mapping[str, Any]], last_fault_s: float | None, *,
+                within_s: float = CONVERGENCE_WITHIN_S,
+                api_consistency: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Issue 7 item 5's verdict, from the timeseries rows (t, instance, alive, cache_divergence)
+    and the time the last fault ended: for every instance alive at the end of the run, the seconds
+    from ``last_fault_s`` to its first cache_divergence sample of 0 (``seconds``), to the start of
+    the final all-zero stretch (``settled_s``; None if the last sample is not 0), and whether it
+    reached 0 within ``within_s``. ``ok``: every live instance converged in time and (when given)
+    the API server equals the replay of its own event stream. Absent parts say why (``reason``)."""
+    out: dict[str, Any] = {"within_s": within_s, "last_fault_s": last_fault_s, "instances": {}}
+    if api_consistency is not None:
+        out["api_consistency_ok"] = api_consistency.get("ok")
+    by_inst: dict[str, list[tuple[float, int | None, bool]]] = {}
+    for r in rows:
+        if r.get("t") is None or not r.get("instance"):
+            continue
+        d = r.get("cache_divergence")
+        by_inst.setdefault(str(r["instance"]), []).append(
+            (float(r["t"]), None if d in (None, "") else int(d), bool(r.get("alive", 1))))
+    if not by_inst:
+        out.update(ok=None, reason="no timeseries rows")
+        return out
+    end_t = max(s[-1][0] for s in by_inst.values())
+    if last_fault_s is None:
+        last_fault_s = 0.0
+        out["last_fault_s"] = 0.0
+        out["note"] = "no fault in the run: measured from t=0"
+    oks: list[bool] = []
+    unmeasured = 0
+    for name, series in sorted(by_inst.items()):
+        series.sort(key=lambda x: x[0])
+        if not series[-1][2]:
+            out["instances"][name] = {"alive": False, "reason": "not alive at the end of the run"}
+            continue
+        after = [(t, d) for t, d, alive in series if t >= last_fault_s and alive and d is not None]
+        if not after:
+            out["instances"][name] = {"alive": True, "seconds": None,
+                                      "reason": "no synced sample after the last fault "
+                                                f"({last_fault_s:.1f} s; run ended at {end_t:.1f} s)"}
+            unmeasured += 1
+            continue
+        first0 = next((t for t, d in after if d == 0), None)
+        settled = None
+        if after[-1][1] == 0:
+            settled = after[-1][0]
+            for t, d in reversed(after):
+                if d != 0:
+                    break
+                settled = t
+        sec = None if first0 is None else round(first0 - last_fault_s, 3)
+        ok = sec is not None and sec <= within_s
+        oks.append(ok)
+        out["instances"][name] = {
+            "alive": True, "seconds": sec,
+            "settled_s": None if settled is None else round(settled - last_fault_s, 3),
+            "max_after": max(d for _, d in after), "final": after[-1][1],
+            "samples_after": len(after), "ok": ok,
+            **({} if first0 is not None else {"reason": "cache_divergence never 0 after the last fault"})}
+    secs = [v["seconds"] for v in out["instances"].values() if v.get("seconds") is not None]
+    measured = bool(oks) and not unmeasured
+    out["value"] = max(secs) if measured and all(oks) else None   # the headline: slowest instance
+    ok = measured and all(oks)
+    if api_consistency is not None and api_consistency.get("ok") is not None:
+        ok = ok and bool(api_consistency.get("ok"))
+    out["ok"] = ok if measured else None
+    if unmeasured:
+        out["reason"] = (f"{unmeasured} live instance(s) without a synced sample after the last fault "
+                         "(it lasted until the end of the run)")
+    elif not oks:
+        out["reason"] = "no instance alive at the end of the run"
+    return out

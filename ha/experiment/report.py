@@ -251,6 +251,7 @@ def write_report(path: str | Path) -> Path:
     out = Path(path)
     windows = chaos_windows(res.metrics)
     exp = res.experiment
+    conv = _write_convergence(res, windows, out)
     plots = []
     if _plot_drift(res, windows, out / "drift.png"):
         plots.append(("Cache divergence over time", "drift.png"))
@@ -281,6 +282,17 @@ def write_report(path: str | Path) -> Path:
             lines.append(f"| `{name}` | {_fmt(headline(name, v))} | {detail} |")
         else:
             lines.append(f"| `{name}` | — | not measured: {absent.get(name, 'not computed by this run')} |")
+    if conv is not None:
+        lines += ["", "## Convergence after the last fault", "",
+                  f"Last fault ended at {_fmt(conv.get('last_fault_s'))} s; verdict: "
+                  f"**{'ok' if conv.get('ok') else 'NOT ok' if conv.get('ok') is False else 'n/a'}** "
+                  f"(every live instance's cache_divergence back to 0 within {_fmt(conv.get('within_s'))} s"
+                  + (f", API server = replay of its event stream: {conv.get('api_consistency_ok')}"
+                     if "api_consistency_ok" in conv else "") + ").", "",
+                  "| instance | seconds to 0 | settled (s) | max after | final | reason |", "|---|---:|---:|---:|---:|---|"]
+        for n, v in (conv.get("instances") or {}).items():
+            lines.append(f"| {n} | {_fmt(v.get('seconds'))} | {_fmt(v.get('settled_s'))} | "
+                         f"{_fmt(v.get('max_after'))} | {_fmt(v.get('final'))} | {v.get('reason', '')} |")
     if windows:
         lines += ["", "## Chaos", ""]
         for label, a, b in windows:
@@ -294,6 +306,28 @@ def write_report(path: str | Path) -> Path:
 
 
 HEADLINE_KEY_SKIP = "examples"
+
+
+def _write_convergence(res: Results, windows, out: Path) -> dict[str, Any] | None:
+    """Adds ``convergence`` (oracles.convergence: seconds from the end of the last fault to
+    cache_divergence 0, per live instance, plus the API-consistency verdict) to metrics.json."""
+    import json
+    from ha.experiment.oracles import convergence
+    if not res.timeseries:
+        return None
+    ends = [b if b is not None else a for _, a, b in windows]
+    oracles = res.metrics.get("oracles") if isinstance(res.metrics.get("oracles"), dict) else {}
+    conv = convergence(res.timeseries, max(ends) if ends else None,
+                       api_consistency=(oracles or {}).get("api_consistency"))
+    res.metrics["convergence"] = conv
+    try:
+        p = out / "metrics.json"
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc["convergence"] = conv
+        p.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    except Exception:  # noqa: BLE001 — the report stands without it
+        return conv
+    return conv
 
 
 def report_cli(path, echo=print) -> int:

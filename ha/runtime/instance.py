@@ -281,6 +281,9 @@ class SchedulerInstance:
         self._decisions_lock = threading.Lock()
         # per-incarnation state
         self.bind_worker: _BindWorker | None = None
+        # called with the session after its actions, before close, on the session thread
+        # (ha.scheduler.scheduler.run_session's session_hook; tests slow sessions down with it)
+        self.session_hook = None
         self.cache = None
         self.io: InstanceIO | None = None
         self.scheduler = None
@@ -640,7 +643,7 @@ class SchedulerInstance:
         only once this session's binds are written or failed, as the old inline binder did;
         the session loop leaves them to the bind worker, like Volcano."""
         cache, scheduler = self.cache, self.scheduler   # this incarnation's, even if it restarts
-        res = scheduler.run_once()
+        res = scheduler.run_once(session_hook=self.session_hook)
         if flush_binds:
             self._flush_binds(cache)
         # oracles (allocation drift, wasted evictions) need the session's pipeline decisions,

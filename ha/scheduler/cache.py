@@ -223,16 +223,60 @@ class SchedulerCache:
         return t.status == PIPELINED and self.switches.informer_guard_pipelined
 
     def _update_pod(self, old: dict, new: dict) -> None:
-        if not (new.get("spec") or _EMPTY).get("nodeName") and self._allocated_pod_in_cache(new):
-            self.stats["ignored_updates"] += 1
-            return
+        """updatePod = deletePod(old) + addPod(new). When the new task keeps the old one's job,
+        uid, name, node and status (the common update: annotations, conditions), the stored task
+        is swapped for the new one in place (``_replace_task``): the same resulting state as
+        delete + add (tests/scheduler/test_cache_update_fastpath.py), without unwinding and
+        redoing the job's bookkeeping."""
         job_id, uid = self._job_and_uid(old)
         job = self.jobs.get(job_id)
         prev = job.tasks.get(uid) if job is not None else None
-        self._delete_pod(old)
+        if not (new.get("spec") or _EMPTY).get("nodeName"):
+            ids = self._job_and_uid(new)
+            if ids == (job_id, uid):   # _allocated_pod_in_cache(new) with the lookup done
+                t = prev
+            else:
+                j = self.jobs.get(ids[0])
+                t = j.tasks.get(ids[1]) if j is not None else None
+            if t is not None and (t.status in _ALLOCATED or (
+                    t.status == PIPELINED and self.switches.informer_guard_pipelined)):
+                self.stats["ignored_updates"] += 1
+                return
         if not (_md(new).get("ownerReferences")) and _md(old).get("ownerReferences"):
             new.setdefault("metadata", {})["ownerReferences"] = _md(old)["ownerReferences"]
-        self._add_task(self.new_task_info(new, _same_request(prev, new)))
+        try:
+            ti = self.new_task_info(new, _same_request(prev, new))
+        except Exception:
+            self._delete_pod(old)   # as delete + add: the old task is gone even if the new fails
+            raise
+        if (prev is not None and ti.uid == uid and ti.job == job_id and ti.status == prev.status
+                and ti.node_name == prev.node_name and ti.name == prev.name
+                and ti.namespace == prev.namespace
+                and (job.pod_group is not None or len(job.tasks) > 1)):   # job stays alive
+            self._replace_task(job, prev, ti)
+            return
+        self._delete_pod(old)
+        self._add_task(ti)
+
+    def _replace_task(self, job: JobInfo, prev: TaskInfo, ti: TaskInfo) -> None:
+        """``_delete_task(prev)`` + ``_add_task(ti)`` for a task keeping its job, uid, name, node
+        and status, the job holding other tasks or a PodGroup (so deleting never ends it)."""
+        name = ti.node_name
+        if name:
+            node = self.nodes.get(name)
+            live = ti.status not in _TERMINATED
+            if node is not None and live:
+                node.remove_task(prev)
+            if node is None:  # as _add_task: placeholder NodeInfo(nil)
+                node = self.nodes[name] = NodeInfo(None)
+                node.name = name
+            if live:
+                try:
+                    node.add_task(ti)
+                except TaskNodeError:
+                    job.delete_task_info(prev)   # delete + add leaves the task in no job either
+                    raise
+        job.replace_task_info(prev, ti)
 
     def add_pod(self, pod: dict) -> None:
         """AddPod (after the informer's responsibleForPod filter)."""

@@ -72,6 +72,22 @@ def test_conflict_draws_are_seeded_and_bind_many_is_per_binding(api):
     assert 0 < sum(a) < len(a)
 
 
+def test_bind_many_keeps_uid_preconditions_parallel_to_the_surviving_bindings(api):
+    """The instance binds with ``uids=`` (one precondition per binding): the injected losers must
+    be cut from both lists, or the winners are checked against the wrong uids."""
+    s = sched({"at": 0, "fault": "api-conflict", "target": I1, "probability": 0.5,
+               "verbs": ["bind_many"]}, seed=4)
+    c = ChaosApiClient(api, ApiChaos(I1, s.faults, epoch=time.time()))
+    names = [f"u-{i}" for i in range(12)]
+    uids = [api.create(make_pod(n))["metadata"]["uid"] for n in names]
+    res = c.bind_many([(NS, n, "node-1") for n in names], uids=uids)
+    lost = [isinstance(r, Conflict) for r in res]
+    assert 0 < sum(lost) < len(lost)
+    for n, l, r in zip(names, lost, res):
+        bound = api.get("Pod", n, NS)["spec"].get("nodeName") or None
+        assert bound == (None if l else "node-1"), (n, r)
+
+
 async def test_async_client_latency_and_conflict_windows(api, aapi):
     s = sched({"at": 0, "for": "60s", "fault": "api-latency", "target": "all",
                "delay": {"dist": "uniform", "min": "50ms", "max": "60ms"}, "verbs": ["get"]},

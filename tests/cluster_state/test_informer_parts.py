@@ -213,3 +213,36 @@ def test_backoff_doubles_caps_and_resets():
     assert b.next() == 0.8
     j = Backoff(initial=1.0, jitter=1.0, rng=random.Random(1))
     assert 1.0 <= j.next() < 2.0
+
+
+def test_staleness_samples_only_for_a_parsable_write_time():
+    """The informer's per-event staleness sample (inlined for the default ``write_time_of``)
+    takes exactly the objects write_time_of gives a time for; a custom write_time is used as is."""
+    from cluster_state.delivery import WRITE_TIME_ANNOTATION, write_time_of
+    from cluster_state.informer import Informer
+
+    now = time.time()
+    variants = [{WRITE_TIME_ANNOTATION: repr(now - 0.5)}, {WRITE_TIME_ANNOTATION: "not a time"},
+                {WRITE_TIME_ANNOTATION: None}, {"other": "1"}, {}, None,
+                {WRITE_TIME_ANNOTATION: str(now - 2.0)}, {WRITE_TIME_ANNOTATION: 12}]
+    objs = []
+    for i, ann in enumerate(variants):
+        p = pod(f"p{i}", i + 1)
+        if ann is not None:
+            p["metadata"]["annotations"] = ann
+        objs.append(p)
+    want = [now - write_time_of(o) for o in objs if write_time_of(o) is not None]
+    assert len(want) == 3       # the two stamped pods and the int 12
+    for custom in (False, True):
+        inf = Informer(None, "Pod", write_time=(lambda o: now - 1.0) if custom else write_time_of)
+        for o in objs:   # add, then an update of the same object: both sample
+            inf._deliver(Delivery(ADDED, "Pod", ("default", o["metadata"]["name"]), o, 1, 0.0))
+            inf._deliver(Delivery(MODIFIED, "Pod", ("default", o["metadata"]["name"]), o, 2, 0.0))
+        got = sorted(inf.staleness_ms)
+        if custom:
+            assert len(got) == 2 * len(objs) and all(900 < s < 60_000 for s in got)
+        else:
+            assert len(got) == 2 * len(want)
+            for s, w in zip(got, sorted(want + want)):
+                assert abs(s / 1000.0 - w) < 30, (s, w)
+        assert inf.stats.delivered == 2 * len(objs)

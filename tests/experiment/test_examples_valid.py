@@ -48,13 +48,13 @@ def test_initial_pods_get_a_short_grace_period_and_the_annotation_overrides_it()
     exp = load_experiment(EXAMPLES / "br4-failover-reservation.yaml")
     grace = {p["metadata"]["name"]: p["spec"]["terminationGracePeriodSeconds"]
              for p in starting_objects(exp).pods}
-    assert grace["l1"] == 7
+    assert grace["l1"] == 12
     assert grace["l2"] == INITIAL_POD_GRACE_S == 1
 
 
 def test_bad_grace_annotation_is_named(tmp_path):
     text = (EXAMPLES / "br4-failover-reservation.yaml").read_text()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace(f'{GRACE_ANNOTATION}: "7"', f'{GRACE_ANNOTATION}: "soon"'))
+    bad.write_text(text.replace(f'{GRACE_ANNOTATION}: "12"', f'{GRACE_ANNOTATION}: "soon"'))
     with pytest.raises(BadInput, match=r"initial\.pods\[0\].*termination-grace-s.*'soon'"):
         starting_objects(load_experiment(bad), str(bad))

@@ -192,6 +192,37 @@ class JobInfo:
             if not idx:
                 del self.task_status_index[task.status]
 
+    def replace_task_info(self, stored: TaskInfo, ti: TaskInfo) -> None:
+        """``delete_task_info(stored)`` + ``add_task_info(ti)`` in one step, for the informer's
+        update of a task that keeps its uid and status (``stored`` is ``self.tasks[ti.uid]``).
+        Same resulting state, dict orders included (the task moves to the end of ``tasks`` and
+        of its status index, whose status key moves to the end if it was the only entry), and
+        the same resource arithmetic (sub then add, so float sums match exactly)."""
+        uid, st = ti.uid, ti.status
+        tasks = self.tasks
+        index = self.task_status_index
+        idx = index.get(st)
+        if (tasks.get(uid) is not stored or stored.uid != uid or stored.status != st
+                or idx is None or uid not in idx):
+            self.delete_task_info(stored)   # not the case this is for: the general path
+            self.add_task_info(ti)
+            return
+        self.total_request.sub(stored.resreq)
+        allocated = st in _ALLOCATED
+        if allocated:
+            self.allocated.sub(stored.resreq)
+        del tasks[uid]
+        tasks[uid] = ti
+        if len(idx) == 1:
+            del index[st]
+            index[st] = {uid: ti}
+        else:
+            del idx[uid]
+            idx[uid] = ti
+        self.total_request.add(ti.resreq)
+        if allocated:
+            self.allocated.add(ti.resreq)
+
     def clone(self) -> "JobInfo":
         """Deep copy; every task cloned (Volcano's TaskInfo.Clone); NodesFitErrors starts empty."""
         info = JobInfo.__new__(JobInfo)

@@ -155,7 +155,9 @@ class TaskInfo:
         self.job = f"{ns}/{gn}" if gn else ""
         self.name = name
         self.namespace = ns
-        self.task_role = get_task_role(pod)
+        labels = md.get("labels") or _EMPTY
+        # get_task_role, inlined (built once per informer event)
+        self.task_role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""
         self.init_resreq = init_req
         self.resreq = init_req  # Volcano: the same object
         task_status = get_task_status(pod, switches)
@@ -187,10 +189,13 @@ class TaskInfo:
                 pass
         self.priority = prio
         self.volume_ready = False
-        self.preemptable = get_pod_preemptable(pod)
+        # get_pod_preemptable's common case (the key on neither) inlined
+        self.preemptable = (get_pod_preemptable(pod) if PREEMPTABLE_KEY in ann or PREEMPTABLE_KEY in labels
+                            else True)
         self.best_effort = init_req.is_empty()
-        self.has_restartable_init_container = any(
-            c.get("restartPolicy") == "Always" for c in spec.get("initContainers") or ())
+        init = spec.get("initContainers")
+        self.has_restartable_init_container = bool(init) and any(
+            c.get("restartPolicy") == "Always" for c in init)
         self.sch_gated = bool(spec.get("schedulingGates"))
         self.revocable_zone = get_pod_revocable_zone(pod) if ann else ""
         self.numa_info = None
