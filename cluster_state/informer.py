@@ -416,6 +416,10 @@ class Informer:
                     self._handler_failed(f)
         if not initial:
             self._staleness(obj)
+        elif self.write_time is not write_time_of:
+            # a stateful write_time (e.g. "only stamps new for this object") must see the listed
+            # state too, or the object's first later event would be measured against its creation
+            self.write_time(obj)
 
     def _notify_update(self, old: dict, new: dict, d: Delivery) -> None:
         self.stats.delivered += 1

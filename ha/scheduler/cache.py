@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -542,7 +543,7 @@ class SchedulerCache:
         persist = sw.cache_pipeline or sw.annotation_persistence
         if not persist and not sw.sync_nominated_node:
             return
-        with self.mutex:
+        with self._locked_then_write() as later:
             job, task = self._find_job_and_task(task_info)
             node = self.nodes.get(node_name)
             if node is None:
@@ -562,9 +563,9 @@ class SchedulerCache:
                                               PIPELINED_NODE_ANNOTATION: node_name}
                 if task_info.eviction_occurred or task.eviction_occurred:
                     ann[EVICTION_OCCURRED_ANNOTATION] = "true"
-                self._patch_annotations(task, ann)
+                later.append(self._annotation_patch(task, ann))
             else:
-                self._write_nominated_node_name(task, node_name)
+                later.append(self._nomination_write(task, node_name))
 
     def unpipeline(self, task_info: TaskInfo) -> None:
         """Cache.UnPipeline: a persisted Pipelined task back to Pending, its node reservation freed,
@@ -573,13 +574,13 @@ class SchedulerCache:
         persist = sw.cache_pipeline or sw.annotation_persistence
         if not persist and not sw.sync_nominated_node:
             return
-        with self.mutex:
+        with self._locked_then_write() as later:
             job, task = self._find_job_and_task(task_info)
             if not persist:  # nomination-only: just drop the nomination
                 had = task.nominated_node_name or (task.pod.get("status") or _EMPTY).get("nominatedNodeName")
                 task.nominated_node_name = ""
                 if had:
-                    self._write_nominated_node_name(task, "")
+                    later.append(self._nomination_write(task, ""))
                 return
             if task.status != PIPELINED:
                 return
@@ -596,37 +597,61 @@ class SchedulerCache:
             task.nominated_node_name = ""
             task.job_allocated_hyper_node = ""
             if sw.annotation_persistence:
-                self._patch_annotations(task, {PIPELINED_STATUS_ANNOTATION: None, PIPELINED_NODE_ANNOTATION: None,
-                                               EVICTION_OCCURRED_ANNOTATION: None})
+                later.append(self._annotation_patch(task, {PIPELINED_STATUS_ANNOTATION: None,
+                                                           PIPELINED_NODE_ANNOTATION: None,
+                                                           EVICTION_OCCURRED_ANNOTATION: None}))
             elif original_nnn or (task.pod.get("status") or _EMPTY).get("nominatedNodeName"):
-                self._write_nominated_node_name(task, "")
+                later.append(self._nomination_write(task, ""))
 
-    def _write_nominated_node_name(self, task: TaskInfo, node_name: str) -> bool:
-        """UpdatePodStatus of a copy of the pod with status.nominatedNodeName set; error → resync."""
-        if self.status_updater is None:
-            return False
+    @contextmanager
+    def _locked_then_write(self):
+        """``with self._locked_then_write() as later:`` — the block runs under the cache lock and
+        queues its API writes in ``later``; they run after the lock is released (Volcano writes
+        nominations from goroutines), so informer handlers never wait on a slow or partitioned
+        API server. On an exception nothing queued is written."""
+        later: list = []
+        with self.mutex:
+            yield later
+        for write in later:
+            write()
+
+    def _nomination_write(self, task: TaskInfo, node_name: str):
+        """Prepare, under the lock, UpdatePodStatus of a copy of the pod with
+        status.nominatedNodeName set; the returned call does the I/O (error → resync)."""
         pod = dict(task.pod)
         status = copy_object(task.pod.get("status") or {})
         status["nominatedNodeName"] = node_name
         pod["status"] = status
-        try:
-            self.status_updater.update_pod_status(pod)
-            return True
-        except Exception as e:  # noqa: BLE001
-            self.stats["status_write_errors"] += 1
-            self._error(f"Failed to update NominatedNodeName for task {task.namespace}/{task.name}: {e}")
-            self.resync_task(task)
-            return False
 
-    def _patch_annotations(self, task: TaskInfo, ann: dict[str, str | None]) -> None:
-        if self.status_updater is None:
-            return
-        try:
-            self.status_updater.patch_pod_annotations(task.namespace, task.name, ann)
-        except Exception as e:  # noqa: BLE001
-            self.stats["status_write_errors"] += 1
-            self._error(f"Failed to patch pipeline annotations of {task.namespace}/{task.name}: {e}")
-            self.resync_task(task)
+        def write() -> bool:
+            if self.status_updater is None:
+                return False
+            try:
+                self.status_updater.update_pod_status(pod)
+                return True
+            except Exception as e:  # noqa: BLE001
+                with self.mutex:
+                    self.stats["status_write_errors"] += 1
+                self._error(f"Failed to update NominatedNodeName for task {task.namespace}/{task.name}: {e}")
+                self.resync_task(task)
+                return False
+        return write
+
+    def _annotation_patch(self, task: TaskInfo, ann: dict[str, str | None]):
+        """Prepare the seed-003 annotation patch; the returned call does the I/O (error → resync)."""
+        namespace, name, ann = task.namespace, task.name, dict(ann)
+
+        def write() -> None:
+            if self.status_updater is None:
+                return
+            try:
+                self.status_updater.patch_pod_annotations(namespace, name, ann)
+            except Exception as e:  # noqa: BLE001
+                with self.mutex:
+                    self.stats["status_write_errors"] += 1
+                self._error(f"Failed to patch pipeline annotations of {namespace}/{name}: {e}")
+                self.resync_task(task)
+        return write
 
     # ==== bind ===================================================================================
     def add_bind_task(self, bind_context: TaskInfo | BindContext) -> None:
@@ -635,7 +660,7 @@ class SchedulerCache:
         "sync" bind_mode, executed at once)."""
         ctx = bind_context if isinstance(bind_context, BindContext) else BindContext(bind_context)
         sw = self.switches
-        with self.mutex:
+        with self._locked_then_write() as later:
             job, task = self._find_job_and_task(ctx.task_info)
             node = self.nodes.get(ctx.task_info.node_name)
             if node is None:
@@ -664,15 +689,15 @@ class SchedulerCache:
             if sw.nominate_for_expectation:
                 # KEP-5278: announce the target node before binding
                 if pod_nnn != node.name:
-                    self._write_nominated_node_name(task, node.name)
+                    later.append(self._nomination_write(task, node.name))
             elif clears_nomination and (original_nnn or pod_nnn):
-                self._write_nominated_node_name(task, "")
+                later.append(self._nomination_write(task, ""))
             if sw.annotation_persistence:
                 ann = (task.pod.get("metadata") or _EMPTY).get("annotations") or _EMPTY
                 if PIPELINED_STATUS_ANNOTATION in ann or PIPELINED_NODE_ANNOTATION in ann or original == PIPELINED:
-                    self._patch_annotations(task, {PIPELINED_STATUS_ANNOTATION: None,
-                                                   PIPELINED_NODE_ANNOTATION: None,
-                                                   EVICTION_OCCURRED_ANNOTATION: None})
+                    later.append(self._annotation_patch(task, {PIPELINED_STATUS_ANNOTATION: None,
+                                                               PIPELINED_NODE_ANNOTATION: None,
+                                                               EVICTION_OCCURRED_ANNOTATION: None}))
             self.bind_queue.append(ctx)
         if self.bind_mode == "sync":
             self.process_bind_task()

@@ -351,3 +351,47 @@ def test_queue_handlers():
     assert cache.queues["q1"].weight == 3 and cache.queues["q1"].reclaimable()
     cache.delete_queue(q)
     assert cache.queues == {}
+
+
+def test_nomination_and_annotation_writes_happen_outside_the_cache_lock():
+    """The instance's informer handlers take the cache lock on the event loop: an API write made
+    while holding it (slow, or retrying through a partition) would stall every informer of the
+    instance. Pipeline, unpipeline and bind must queue their writes until the lock is released."""
+    from ha.scheduler.cache import SchedulerCache
+    from ha.scheduler.interfaces import RecordingIO
+    from ha.scheduler.profiles import profile
+
+    held_during_write = []
+
+    class Probe(RecordingIO):
+        def update_pod_status(self, pod):
+            held_during_write.append(("status", cache.mutex._is_owned()))
+            return super().update_pod_status(pod)
+
+        def patch_pod_annotations(self, namespace, name, annotations):
+            held_during_write.append(("annotations", cache.mutex._is_owned()))
+            return super().patch_pod_annotations(namespace, name, annotations)
+
+    for prof in ("pr5045", "annotations", "nomination-only"):
+        io = Probe()
+        cache = SchedulerCache(switches=profile(prof, nominate_for_expectation=(prof == "nomination-only")),
+                               binder=io, evictor=io, status_updater=io)
+        cache.add_node({"kind": "Node", "metadata": {"name": "n1", "uid": "n1"},
+                        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}})
+        for name in ("p1", "p2"):
+            cache.add_pod({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                                                      "annotations": {"scheduling.k8s.io/group-name": "pg"}},
+                           "spec": {"schedulerName": "volcano", "nodeName": "",
+                                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                           "status": {"phase": "Pending"}})
+        job = next(iter(cache.jobs.values()))
+        t1, t2 = (job.tasks[u] for u in ("u-p1", "u-p2"))
+        cache.pipeline(t1.clone(), "n1")
+        cache.unpipeline(t1.clone())
+        cache.pipeline(t2.clone(), "n1")
+        bound = t2.clone()
+        bound.node_name = "n1"
+        cache.add_bind_task(bound)
+        assert held_during_write, prof                       # the profile does write
+        assert not any(held for _, held in held_during_write), (prof, held_during_write)
+        held_during_write.clear()
