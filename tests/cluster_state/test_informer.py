@@ -455,3 +455,21 @@ async def test_corrupt_stored_objects_are_skipped_by_the_list(api, aapi, redis_u
         assert await inf.wait_for_sync(30)
     assert inf.stats.corrupt == 1
     assert [c[1] for c in rec.calls] == ["good"]
+
+
+async def test_stateful_write_time_sees_listed_objects(api, aapi):
+    """A write_time that reports a stamp only when it is new for the object (the instances use
+    one: bindings and /status writes keep the creator's stamp) must see the initial list too;
+    otherwise the first later event of a listed object is measured against its creation and the
+    sample is the object's age, not the watch's staleness."""
+    from ha.runtime.instance import _FreshStamp
+    api.create(make_pod("old", **{WRITE_TIME_ANNOTATION: str(time.time() - 3600)}))
+    inf = Informer(aapi, "Pod", write_time=_FreshStamp(), block_ms=100,
+                   backoff=Backoff(initial=0.01, cap=0.05, jitter=0.0))
+    async with inf:
+        assert await inf.wait_for_sync(30)
+        api.patch_annotations("Pod", "old", NS, {"x": "1"})          # the stamp stays an hour old
+        api.create(make_pod("new", **{WRITE_TIME_ANNOTATION: str(time.time())}))
+        await caught_up(inf, api)
+        samples = list(inf.staleness_ms)
+    assert len(samples) == 1 and samples[0] < 60_000, samples    # only "new", and not an hour
