@@ -205,6 +205,8 @@ async def test_crashed_leader_is_replaced_only_after_the_lease_expires(redis_url
     lease = await api.get("Lease", "l", "ns")
     assert lease["spec"]["holderIdentity"] == "a"          # not released
     assert await _wait(b.is_leader, timeout=30)
+    # on_started_leading runs as a task: wait until it has been recorded
+    assert await _wait(lambda: rec.times("start"), timeout=30)
     took_over = rec.times("start")[0]
     assert took_over - crash >= LEASE["lease_duration"] - LEASE["retry_period"] - 0.05
     lease = await api.get("Lease", "l", "ns")
@@ -237,6 +239,7 @@ async def test_partitioned_leader_stops_before_standby_starts(redis_url, key_pre
     assert stopped - cut >= lease["renew_deadline"] - 0.05     # it did not give up early
     assert a.stats.errors > 0
     assert await _wait(b.is_leader, timeout=30)
+    assert await _wait(lambda: rb.times("start"), timeout=30)   # the callback runs as a task
     assert rb.times("start")[0] > stopped                       # no overlap
     tb.cancel()
     await asyncio.gather(tb, return_exceptions=True)
@@ -264,6 +267,7 @@ async def test_fast_clock_standby_overlaps_a_partitioned_leader(redis_url, key_p
     overlap = a.is_leader()
     assert await _wait(lambda: not a.is_leader(), timeout=30)
     assert overlap, "the fast-clocked standby should have taken over while the old leader still led"
+    assert await _wait(lambda: rb.times("start") and ra.times("stop"), timeout=30)
     assert rb.times("start")[0] < ra.times("stop")[0]
     for t in (ta, tb):
         t.cancel()
