@@ -64,6 +64,24 @@ class Statement:
         self.operations: list[Operation] = []
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _set_eviction_status(self, reclaimee, status, word: str, verb: str) -> None:
+        """Evict and unevict differ only in the status they set: job status, then the node's copy."""
+        job = self._job(reclaimee)
+        if job is not None:
+            try:
+                job.update_task_status(reclaimee, status)
+            except CacheError as e:
+                self._err(f"failed to update task {reclaimee.pod_key} to {word} when {verb}: {e}")
+        else:
+            self._err(f"failed to find job {reclaimee.job} when {verb}")
+        node = self.ssn.nodes.get(reclaimee.node_name)
+        if node is not None:
+            try:
+                node.update_task(reclaimee)
+            except CacheError as e:
+                raise StatementError(f"failed to update task {reclaimee.pod_key} in node "
+                                     f"{reclaimee.node_name}: {e}") from e
+
     def _job(self, task: Any) -> Any:
         return self.ssn.jobs.get(task.job)
 
@@ -82,21 +100,7 @@ class Statement:
     # -- Evict -----------------------------------------------------------------------------------
     def evict(self, reclaimee: Any, reason: str) -> None:
         """Releasing in the session (Idle/Used unchanged, Releasing += r); DeallocateFunc."""
-        job = self._job(reclaimee)
-        if job is not None:
-            try:
-                job.update_task_status(reclaimee, TaskStatus.RELEASING)
-            except CacheError as e:
-                self._err(f"failed to update task {reclaimee.pod_key} to Releasing when evicting: {e}")
-        else:
-            self._err(f"failed to find job {reclaimee.job} when evicting")
-        node = self.ssn.nodes.get(reclaimee.node_name)
-        if node is not None:
-            try:
-                node.update_task(reclaimee)
-            except CacheError as e:
-                raise StatementError(f"failed to update task {reclaimee.pod_key} in node "
-                                     f"{reclaimee.node_name}: {e}") from e
+        self._set_eviction_status(reclaimee, TaskStatus.RELEASING, "Releasing", "evicting")
         self._fire_deallocate(reclaimee)
         self.operations.append(Operation(OperationKind.EVICT, reclaimee, reason))
 
@@ -113,21 +117,7 @@ class Statement:
 
     def _unevict(self, reclaimee: Any) -> None:
         """Always back to Running, even if the task was Bound (§6.1)."""
-        job = self._job(reclaimee)
-        if job is not None:
-            try:
-                job.update_task_status(reclaimee, TaskStatus.RUNNING)
-            except CacheError as e:
-                self._err(f"failed to update task {reclaimee.pod_key} to Running when unevicting: {e}")
-        else:
-            self._err(f"failed to find job {reclaimee.job} when unevicting")
-        node = self.ssn.nodes.get(reclaimee.node_name)
-        if node is not None:
-            try:
-                node.update_task(reclaimee)
-            except CacheError as e:
-                raise StatementError(f"failed to update task {reclaimee.pod_key} in node "
-                                     f"{reclaimee.node_name}: {e}") from e
+        self._set_eviction_status(reclaimee, TaskStatus.RUNNING, "Running", "unevicting")
         self._fire_allocate(reclaimee)
 
     # -- Pipeline --------------------------------------------------------------------------------
