@@ -2,7 +2,7 @@
 awaiting each request. Create it on the event loop that will use it."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import redis.asyncio as aredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -10,8 +10,8 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .client import _check_client
-from .store import SCRIPTS, Command, Op, Script, Store, Stream, Txn, keys_for
-from .watch import ListResult, WatchEvent
+from .store import API_OPS, SCRIPTS, Command, Op, Script, Store, Stream, Txn, async_api_method, keys_for
+from .watch import ListResult, WatchEvent, decoded_watch
 
 __all__ = ["AsyncApiClient"]
 
@@ -132,57 +132,29 @@ class AsyncApiClient:
         except StopIteration as stop:
             return stop.value
 
-    # --- API (see Store for semantics) -----------------------------------------------------
-    async def create(self, obj: dict | bytes) -> dict:
-        return await self._run(self.store.create(obj))
-
-    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
-        return await self._run(self.store.get(kind, name, namespace))
-
-    async def list(self, kind: str, namespace: str | None = None) -> ListResult:
-        return await self._run(self.store.list(kind, namespace))
-
-    async def update(self, obj: dict | bytes) -> dict:
-        return await self._run(self.store.update(obj))
-
-    async def update_status(self, obj: dict | bytes) -> dict:
-        return await self._run(self.store.update_status(obj))
-
-    async def patch_annotations(self, kind: str, name: str, namespace: str | None,
-                                patch: dict[str, str | None]) -> dict:
-        return await self._run(self.store.patch_annotations(kind, name, namespace, patch))
-
-    async def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> dict:
-        return await self._run(self.store.bind(namespace, name, node_name, uid=uid))
-
-    async def bind_many(self, bindings: list[tuple[str, str, str]], *,
-                  uids: list[str | None] | None = None) -> list:
-        """Per binding the bound pod or an ApiError; ``uids[i]`` (if given and not None) is a
-        uid precondition for binding i (Conflict if the stored pod's uid differs)."""
-        return await self._run(self.store.bind_many(bindings, uids=uids))
-
-    async def delete(self, kind: str, name: str, namespace: str | None = None, *,
-                     grace_period_seconds: int | None = None, resource_version: int | None = None,
-                     now: float | None = None) -> dict | None:
-        return await self._run(self.store.delete(kind, name, namespace,
-                                                 grace_period_seconds=grace_period_seconds,
-                                                 resource_version=resource_version, now=now))
-
-    async def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> dict:
-        return await self._run(self.store.evict(namespace, name, grace_period_seconds=grace_period_seconds))
-
-    async def finalize_deletions(self, now: float | None = None) -> int:
-        return await self._run(self.store.finalize_deletions(now))
+    # --- API: create, get, list, update, ... (store.API_OPS, added below from Store) -------------
+    # watch(..., decode=fn) is supported (the informer's reflector checks this flag)
+    WATCH_DECODE = True
 
     async def watch(self, kind: str, resource_version: int, *, block_ms: int = 1000,
-                    count: int = 1000) -> list[WatchEvent]:
+                    count: int = 1000, send_initial_events: bool = False,
+                    resource_version_match: str | None = None,
+                    decode: Callable[[str, list], Any] | None = None) -> list[WatchEvent]:
+        """Store.watch. ``decode``: when the read finds events, ``decode(kind, entries)`` gets the
+        raw stream entries (each ``[id, [field, value, ...]]``) and its result is returned instead
+        of ``events_from_entries(kind, entries)`` (the informer decodes straight into its
+        deliveries); Gone and bookmarks are unchanged."""
+        if send_initial_events or resource_version_match is not None:   # watch-list (Store.watch_list)
+            return await self._run(self.store.watch_with_options(kind, resource_version, send_initial_events,
+                                                                 resource_version_match))
+        if decode is not None:
+            return await self._run(decoded_watch(self.store, kind, resource_version, block_ms, count, decode))
         return await self._run(self.store.watch(kind, resource_version, block_ms=block_ms, count=count))
-
-    async def current_resource_version(self) -> int:
-        return await self._run(self.store.current_resource_version())
-
-    async def compact(self, kind: str, up_to_rv: int) -> None:
-        return await self._run(self.store.compact(kind, up_to_rv))
 
     def stream_key(self, kind: str) -> str:
         return self.keys.stream(kind)
+
+
+# one definition per operation for both clients: AsyncApiClient.<op>(...) awaits Store.<op>(...)
+for _name in API_OPS:
+    setattr(AsyncApiClient, _name, async_api_method(_name))

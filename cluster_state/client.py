@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .store import SCRIPTS, Command, Op, Script, Store, Stream, Txn, keys_for
-from .watch import ListResult, WatchEvent
+from .store import API_OPS, SCRIPTS, Command, Op, Script, Store, Stream, Txn, keys_for, sync_api_method
+from .watch import ListResult, WatchEvent, decoded_watch
 
 __all__ = ["ApiClient"]
 
@@ -183,57 +183,30 @@ class ApiClient:
         except StopIteration as stop:
             return stop.value
 
-    # --- API (see Store for semantics) -----------------------------------------------------
-    def create(self, obj: dict | bytes) -> dict:
-        return self._run(self.store.create(obj))
-
-    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
-        return self._run(self.store.get(kind, name, namespace))
-
-    def list(self, kind: str, namespace: str | None = None) -> ListResult:
-        return self._run(self.store.list(kind, namespace))
-
-    def update(self, obj: dict | bytes) -> dict:
-        return self._run(self.store.update(obj))
-
-    def update_status(self, obj: dict | bytes) -> dict:
-        return self._run(self.store.update_status(obj))
-
-    def patch_annotations(self, kind: str, name: str, namespace: str | None,
-                          patch: dict[str, str | None]) -> dict:
-        return self._run(self.store.patch_annotations(kind, name, namespace, patch))
-
-    def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> dict:
-        return self._run(self.store.bind(namespace, name, node_name, uid=uid))
-
-    def bind_many(self, bindings: list[tuple[str, str, str]], *,
-                  uids: list[str | None] | None = None) -> list:
-        """Per binding the bound pod or an ApiError; ``uids[i]`` (if given and not None) is a
-        uid precondition for binding i (Conflict if the stored pod's uid differs)."""
-        return self._run(self.store.bind_many(bindings, uids=uids))
-
-    def delete(self, kind: str, name: str, namespace: str | None = None, *,
-               grace_period_seconds: int | None = None, resource_version: int | None = None,
-               now: float | None = None) -> dict | None:
-        return self._run(self.store.delete(kind, name, namespace, grace_period_seconds=grace_period_seconds,
-                                           resource_version=resource_version, now=now))
-
-    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> dict:
-        return self._run(self.store.evict(namespace, name, grace_period_seconds=grace_period_seconds))
-
-    def finalize_deletions(self, now: float | None = None) -> int:
-        return self._run(self.store.finalize_deletions(now))
+    # --- API: create, get, list, update, ... (store.API_OPS, added below from Store) -------------
+    # watch(..., decode=fn) is supported (as AsyncApiClient.watch)
+    WATCH_DECODE = True
 
     def watch(self, kind: str, resource_version: int, *, block_ms: int = 1000,
-              count: int = 1000) -> list[WatchEvent]:
+              count: int = 1000, send_initial_events: bool = False,
+              resource_version_match: str | None = None,
+              decode: Callable[[str, list], Any] | None = None) -> list[WatchEvent]:
+        """Store.watch. ``decode``: when the read finds events, ``decode(kind, entries)`` gets the
+        raw stream entries (each ``[id, [field, value, ...]]``) and its result is returned instead
+        of ``events_from_entries(kind, entries)`` (the informer decodes straight into its
+        deliveries); Gone and bookmarks are unchanged."""
+        if send_initial_events or resource_version_match is not None:   # watch-list (Store.watch_list)
+            return self._run(self.store.watch_with_options(kind, resource_version, send_initial_events,
+                                                           resource_version_match))
+        if decode is not None:
+            return self._run(decoded_watch(self.store, kind, resource_version, block_ms, count, decode))
         return self._run(self.store.watch(kind, resource_version, block_ms=block_ms, count=count))
-
-    def current_resource_version(self) -> int:
-        return self._run(self.store.current_resource_version())
-
-    def compact(self, kind: str, up_to_rv: int) -> None:
-        return self._run(self.store.compact(kind, up_to_rv))
 
     def stream_key(self, kind: str) -> str:
         """The kind's watch stream (entry ID ``<rv>-0``; fields ``t``, ``o``) — for chaos tools."""
         return self.keys.stream(kind)
+
+
+# one definition per operation for both clients: ApiClient.<op>(...) runs Store.<op>(...)
+for _name in API_OPS:
+    setattr(ApiClient, _name, sync_api_method(_name))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ha.errors import BadInput
 
 __all__ = ["ApiError", "BadRequest", "Invalid", "NotFound", "AlreadyExists", "Conflict", "Gone",
-           "CorruptObject", "ServerError"]
+           "TooLargeResourceVersion", "CorruptObject", "ServerError"]
 
 
 class ApiError(Exception):
@@ -68,6 +68,12 @@ class Gone(ApiError):
     """The requested resourceVersion is older than the kept history: relist (reason as client-go
     expects in ``isExpiredError``)."""
     code, reason = 410, "Expired"
+
+
+class TooLargeResourceVersion(ApiError):
+    """A read asked for a resourceVersion the server has not reached yet (Kubernetes:
+    ``NewTooLargeResourceVersionError``, a 504 Timeout with ``retryAfterSeconds``). Retry later."""
+    code, reason = 504, "Timeout"
 
 
 class CorruptObject(ApiError):

@@ -235,9 +235,31 @@ def _pod_spec(v: _V, spec: dict) -> None:
         spec["nodeSelector"] = v.str_map(spec["nodeSelector"], "spec.nodeSelector")
     _containers(v, spec, "containers")
     _containers(v, spec, "initContainers")
+    if "schedulingGates" in spec:
+        spec["schedulingGates"] = _scheduling_gates(v, spec["schedulingGates"])
+        if spec["schedulingGates"] and spec["nodeName"]:
+            # validatePodSpec: a gated pod is not scheduled yet
+            v.fail("spec.nodeName", "cannot be set until all schedulingGates have been cleared")
     spec["terminationGracePeriodSeconds"] = v.int(spec.get("terminationGracePeriodSeconds"),
                                                   "spec.terminationGracePeriodSeconds", default=30,
                                                   minimum=0)
+
+
+def _scheduling_gates(v: _V, value: object) -> list:
+    """``spec.schedulingGates``: [{name: str}], names non-empty and unique (validateSchedulingGates)."""
+    out, seen = [], set()
+    for i, g in enumerate(v.list(value, "spec.schedulingGates")):
+        p = f"spec.schedulingGates[{i}]"
+        if not isinstance(g, dict):
+            v.fail(p, f"expected a map with a name, got {type(g).__name__}")
+        name = g.get("name")
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            v.fail(f"{p}.name", f"a scheduling gate needs a non-empty name without whitespace, got {name!r}")
+        if name in seen:
+            v.fail(f"{p}.name", f"Duplicate value: {name!r}")
+        seen.add(name)
+        out.append(dict(g))
+    return out
 
 
 def _pod_status(v: _V, st: dict) -> None:
@@ -352,6 +374,13 @@ def _metadata(v: _V, info: KindInfo, md: object) -> tuple[dict, str]:
     if "deletionGracePeriodSeconds" in md:
         v.int(md["deletionGracePeriodSeconds"], "metadata.deletionGracePeriodSeconds", minimum=0,
               nullable=True)
+    if "finalizers" in md:
+        fins = v.list(md["finalizers"], "metadata.finalizers")
+        for i, f in enumerate(fins):
+            if not isinstance(f, str) or not f or any(c.isspace() for c in f):
+                v.fail(f"metadata.finalizers[{i}]",
+                       f"a finalizer must be a non-empty string without whitespace, got {f!r}")
+        md["finalizers"] = list(fins)
     if "ownerReferences" in md:
         for i, o in enumerate(v.list(md["ownerReferences"], "metadata.ownerReferences")):
             v.map(o, f"metadata.ownerReferences[{i}]")

@@ -11,14 +11,21 @@ Redis layout under ``<prefix>:``
   ev:<Kind>        stream of watch events, entry ID "<rv>-0", fields t=<type>, o=<object bytes>
   compacted        hash  Kind -> RV up to which that kind's history may be missing (410 below it)
   terminating      zset  Pod field -> graceful-deletion deadline (unix seconds)
+  snap:<id>:idx    zset of keys + snap:<id>:obj (copy of obj:<Kind>): a paged list's snapshot,
+                   read by its continue token; dropped with the last page or after CONTINUE_TTL_S
 Every write is ONE EVALSHA of lua/apply.lua (check, bump RV, store, append event, trim), or of
 lua/create.lua (the same for one create, leaner); pods/binding runs inside Redis (lua/bind.lua,
-100 pods per EVALSHA).
+100 pods per EVALSHA). Writes that must check the stored object first (update, delete, patch)
+read it and then write with its resourceVersion as the precondition, so the check and the write
+are atomic (a race is a 409 inside, re-read and retried as in the apiserver's GuaranteedUpdate).
+docs/api-server.md says what is faithful to Kubernetes and what differs.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
+import json
 import os
 import re
 import time
@@ -31,11 +38,12 @@ import msgpack
 
 from .codec import decode, encode, rv_bytes
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, CorruptObject, Gone, Invalid,
-                     NotFound, ServerError)
+                     NotFound, ServerError, TooLargeResourceVersion)
 from .objects import KindInfo, kind_info, normalise, object_key
-from .watch import ListResult, WatchEvent, events_from_entries
+from .watch import ListResult, WatchEvent, event_from_entry, events_from_entries
 
-__all__ = ["Script", "Command", "Stream", "Txn", "Store", "Op", "keys_for", "SCRIPTS"]
+__all__ = ["Script", "Command", "Stream", "Txn", "Store", "Op", "keys_for", "SCRIPTS", "API_OPS",
+           "sync_api_method", "async_api_method", "INITIAL_EVENTS_END", "CONTINUE_TTL_S"]
 
 _packb = msgpack.packb
 # retries of read-modify-write operations (bind, patch, graceful delete) on a racing writer,
@@ -44,13 +52,23 @@ MAX_RETRIES = 16
 BIND_CHUNK = 50          # binds per Lua call in bind_many, calls pipelined (Stream): the client
                          # decodes chunk k's pods while Redis binds chunk k+1
 FINALIZE_BATCH = 1000
+CONTINUE_TTL_S = 300     # an unused paged-list snapshot is dropped after this long (etcd compacts
+                         # every 5 minutes by default, which is what expires Kubernetes' tokens)
+HISTORY_SCAN = 1000      # watch-history entries per read when rebuilding an older state
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"   # the watch-list bookmark's annotation
+RV_MATCHES = ("NotOlderThan", "Exact")
+# the operations both clients expose as ``client.<op>(...)`` (watch stays hand-written in each
+# client: its read path is tuned there)
+API_OPS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
+           "bind_many", "delete", "evict", "finalize_deletions", "watch_list",
+           "current_resource_version", "compact")
 
 
 def _load_scripts() -> dict[str, tuple[str, str]]:
     lua = resources.files("cluster_state") / "lua"
     lib = (lua / "lib.lua").read_text()
     out = {}
-    for name in ("apply", "create", "bind", "list", "compact", "finalize"):
+    for name in ("apply", "create", "bind", "list", "list_page", "compact", "finalize"):
         src = lib + "\n" + (lua / f"{name}.lua").read_text()
         out[name] = (src, hashlib.sha1(src.encode()).hexdigest())
     return out
@@ -89,6 +107,32 @@ class Txn:
 
 
 Op = Generator[Any, Any, Any]
+
+
+def _api_method(name: str, wrapper: Callable) -> Callable:
+    op = getattr(Store, name)
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = op.__doc__
+    wrapper.__wrapped__ = op      # inspect.signature shows the Store operation's parameters
+    return wrapper
+
+
+def sync_api_method(name: str) -> Callable:
+    """``ApiClient.<name>``: build the request(s) with ``Store.<name>`` and drive them blocking."""
+    op = getattr(Store, name)
+
+    def method(self, *args, **kw):
+        return self._run(op(self.store, *args, **kw))
+    return _api_method(name, method)
+
+
+def async_api_method(name: str) -> Callable:
+    """``AsyncApiClient.<name>``: the same operation, awaited."""
+    op = getattr(Store, name)
+
+    async def method(self, *args, **kw):
+        return await self._run(op(self.store, *args, **kw))
+    return _api_method(name, method)
 
 
 class _Keys:
@@ -165,6 +209,79 @@ def _check_str(value: object, field: str, ref: dict) -> str:
     return value
 
 
+def _parse_rv(value: object, ref: dict) -> int | None:
+    """A resourceVersion option: None/"" = unset, else an integer >= 0 (Kubernetes' string form
+    of digits is accepted too)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"resourceVersion must be an integer >= 0 or None, got {value!r:.80}",
+                         field="resourceVersion", **ref)
+    return value
+
+
+def _check_rv_match(match: object, rv: int | None, has_continue: bool, ref: dict) -> str | None:
+    """ValidateListOptions (apimachinery internalversion/validation), same words; 422."""
+    if match is None or match == "":
+        return None
+    if rv is None:
+        raise Invalid("resourceVersionMatch is forbidden unless resourceVersion is provided",
+                      field="resourceVersionMatch", **ref)
+    if has_continue:
+        raise Invalid("resourceVersionMatch is forbidden when continue is provided",
+                      field="resourceVersionMatch", **ref)
+    if match not in RV_MATCHES:
+        raise Invalid(f'Unsupported value: {match!r}: supported values: "Exact", "NotOlderThan", ""',
+                      field="resourceVersionMatch", **ref)
+    if match == "Exact" and rv == 0:
+        raise Invalid('resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                      field="resourceVersionMatch", **ref)
+    return match
+
+
+def _too_large(asked: int, current: int, info: KindInfo, namespace: str | None) -> TooLargeResourceVersion:
+    return TooLargeResourceVersion(f"Too large resource version: {asked}, current: {current}",
+                                   kind=info.name, namespace=namespace, field="resourceVersion",
+                                   retry_after_seconds=1, current=current)
+
+
+@dataclass(frozen=True)
+class _ContinueToken:
+    """What a continue token carries (opaque to clients: base64url of JSON): the list it continues,
+    the RV its pages are consistent at (0 = "the rest at the current RV", the remainder a 410
+    offers), the snapshot and the last key served."""
+    kind: str
+    namespace: str | None
+    rv: int
+    snap: str
+    after: bytes
+
+    def encode(self) -> str:
+        raw = json.dumps({"v": 1, "k": self.kind, "ns": self.namespace or "", "rv": self.rv,
+                          "s": self.snap, "a": self.after.hex()}, separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str, kind: str, namespace: str | None) -> "_ContinueToken":
+        ref = {"kind": kind, "namespace": namespace}
+        try:
+            d = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            rv, snap = d["rv"], d["s"]
+            ok = (d["v"] == 1 and type(rv) is int and rv >= 0 and isinstance(snap, str)
+                  and (rv == 0 or re.fullmatch(r"[0-9a-f]{32}", snap) is not None))
+            tok = cls(d["k"], d["ns"] or None, rv, snap, bytes.fromhex(d["a"]))
+        except Exception as e:  # noqa: BLE001 -- any malformation is the same 400
+            raise BadRequest(f"invalid continue token ({type(e).__name__}: {e})", field="continue", **ref) from None
+        if not ok:
+            raise BadRequest("invalid continue token (unknown version or bad fields)", field="continue", **ref)
+        if tok.kind != kind or tok.namespace != namespace:
+            raise BadRequest(f"invalid continue token: it continues a list of {tok.kind} in namespace "
+                             f"{tok.namespace!r}, not of {kind} in {namespace!r}", field="continue", **ref)
+        return tok
+
+
 class Store:
     """Request builder + reply parser shared by the sync and async clients."""
 
@@ -177,6 +294,7 @@ class Store:
         self.history = history
         self.clear_nnn_on_binding = bool(clear_nnn_on_binding)
         self.keys = _Keys(prefix)
+        self.continue_ttl = CONTINUE_TTL_S
 
     # --- request helpers --------------------------------------------------------------------
     def _script(self, name: str, *args) -> Script:
@@ -225,62 +343,323 @@ class Store:
             raise NotFound("get: not found", **_ref(info, key))
         return self._decode_stored(raw, info, key)
 
-    def list(self, kind: str, namespace: str | None = None) -> Op:
+    def list(self, kind: str, namespace: str | None = None, *, limit: int | None = None,
+             continue_: str | None = None, resource_version: int | None = None,
+             resource_version_match: str | None = None) -> Op:
+        """The kind's objects and the resourceVersion they are consistent with.
+
+        Without options: everything at the current RV, in one atomic read. With ``limit`` /
+        ``continue_``: pages in key order, every page consistent at the first page's RV (the result
+        carries ``continue_`` while more follow; an expired token is 410 with a fresh-list hint in
+        ``details["continue"]``). ``resource_version`` / ``resource_version_match`` as in
+        Kubernetes: None = most recent, 0 = any, N = not older than N, or exactly N
+        (``"Exact"``, or N with a limit) -- an exact read of an older RV is rebuilt from the
+        watch history (410 when that history is gone); a future RV is 504 TooLargeResourceVersion."""
         info = kind_info(kind, namespace=namespace)
         if namespace is not None and not info.namespaced:
             raise BadRequest(f"{info.name} is cluster-scoped; list it without a namespace",
                              kind=info.name, namespace=namespace, field="namespace")
-        rv, flat = yield self._script("list", info.name)
-        pre = f"{namespace}/".encode() if namespace else None
+        if limit is None and continue_ is None and resource_version is None and resource_version_match is None:
+            rv, flat = yield self._script("list", info.name)
+            pre = f"{namespace}/".encode() if namespace else None
+            items, corrupt = [], []
+            for i in range(0, len(flat), 2):
+                k = flat[i]
+                if k[:1] == b"\0" or (pre is not None and not k.startswith(pre)):
+                    continue  # status-length fields, other namespaces
+                try:
+                    items.append(decode(flat[i + 1]))
+                except CorruptObject as e:
+                    corrupt.append((k.decode(errors="replace"), f"stored {info.name} {k!r}: {e.message}"))
+            return ListResult(items, rv, corrupt)
+        return (yield from self._list_with_options(info, namespace or None, limit, continue_,
+                                                   resource_version, resource_version_match))
+
+    # --- list options: paging, resourceVersion semantics ------------------------------------------
+    def _list_with_options(self, info: KindInfo, namespace: str | None, limit: object, continue_: object,
+                           resource_version: object, match: object) -> Op:
+        ref = {"kind": info.name, "namespace": namespace}
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise BadRequest(f"limit must be an integer >= 0 (0 = no limit), got {limit!r}", field="limit", **ref)
+        if continue_ is not None and not isinstance(continue_, str):
+            raise BadRequest(f"continue must be a token string from an earlier page, got {continue_!r:.80}",
+                             field="continue", **ref)
+        rv = _parse_rv(resource_version, ref)
+        match = _check_rv_match(match, rv, bool(continue_), ref)
+        lim = limit or 0
+        pre = f"{namespace}/".encode() if namespace else b""
+        if continue_:
+            if rv:   # "0" is tolerated with a continue token, as in Kubernetes
+                raise BadRequest("specifying resource version is not allowed when using continue",
+                                 field="resourceVersion", **ref)
+            tok = _ContinueToken.decode(continue_, info.name, namespace)
+            if tok.rv == 0:   # the inconsistent remainder a 410 offered: read at the current RV
+                return (yield from self._first_page(info, namespace, pre, tok.after, lim, 0, 0))
+            res = yield self._script("list_page", "next", info.name, self._snap_key(tok.snap), tok.rv,
+                                     tok.after, lim, self.continue_ttl)
+            if res[0] == 410 or None in res[3]:
+                raise self._continue_expired(info, namespace, tok, res[1] if res[0] == 410 else -1)
+            return self._page_result(info, namespace, tok.rv, tok.snap, res[2], res[3], res[4])
+        min_rv = exact = 0
+        if rv:   # None (most recent) and 0 (any) both read the current state
+            if match == "Exact" or (match is None and lim):
+                exact = rv     # Kubernetes: an RV with a limit and no match is an exact read
+            else:
+                min_rv = rv
+        return (yield from self._first_page(info, namespace, pre, b"", lim, min_rv, exact))
+
+    def _snap_key(self, snap: str) -> str:
+        return f"{self.prefix}:snap:{snap}"
+
+    def _first_page(self, info: KindInfo, namespace: str | None, pre: bytes, after: bytes, lim: int,
+                    min_rv: int, exact: int) -> Op:
+        snap = uuid.uuid4().hex
+        res = yield self._script("list_page", "first", info.name, pre, after, lim, min_rv, exact,
+                                 self._snap_key(snap), self.continue_ttl)
+        code, cur = res[0], res[1]
+        if code == 504 or (code == 409 and exact > cur):
+            raise _too_large(min_rv or exact, cur, info, namespace)
+        if code == 409:   # an exact read of an older RV: rebuild that state from the watch history
+            state = yield from self._state_at(info, exact, namespace)
+            keys = sorted(k for k in state if k.startswith(pre) and k > after)
+            page = keys[:lim] if lim else keys
+            rest = keys[len(page):]
+            if rest:
+                idx, obj = f"{self._snap_key(snap)}:idx", f"{self._snap_key(snap)}:obj"
+                zadd, hset = [], []
+                for k in rest:
+                    zadd += (0, k)
+                    hset += (k, state[k])
+                yield Txn((("DEL", idx, obj), ("ZADD", idx, *zadd), ("HSET", obj, *hset),
+                           ("EXPIRE", idx, self.continue_ttl), ("EXPIRE", obj, self.continue_ttl)))
+            return self._page_result(info, namespace, exact, snap, page, [state[k] for k in page], len(rest))
+        return self._page_result(info, namespace, cur, snap, res[2], res[3], res[4])
+
+    def _page_result(self, info: KindInfo, namespace: str | None, rv: int, snap: str, keys: list,
+                     values: list, remaining: int) -> ListResult:
         items, corrupt = [], []
-        for i in range(0, len(flat), 2):
-            k = flat[i]
-            if k[:1] == b"\0" or (pre is not None and not k.startswith(pre)):
-                continue  # status-length fields, other namespaces
+        last = None
+        for k, v in sorted(zip(keys, values)):
+            last = k
             try:
-                items.append(decode(flat[i + 1]))
+                items.append(decode(v))
             except CorruptObject as e:
                 corrupt.append((k.decode(errors="replace"), f"stored {info.name} {k!r}: {e.message}"))
-        return ListResult(items, rv, corrupt)
+        tok = None
+        if remaining and last is not None:
+            tok = _ContinueToken(info.name, namespace, rv, snap, last).encode()
+        return ListResult(items, rv, corrupt, continue_=tok, remaining_item_count=remaining or None)
+
+    def _continue_expired(self, info: KindInfo, namespace: str | None, tok: "_ContinueToken",
+                          compacted: int) -> Gone:
+        fresh = _ContinueToken(info.name, namespace, 0, "", tok.after).encode()
+        why = (f"history of {info.name} is compacted up to {compacted}" if compacted >= 0
+               else "its snapshot was dropped (unused for too long)")
+        # Kubernetes' words (etcd3 store), plus why; details["continue"] = the inconsistent remainder
+        return Gone("The provided continue parameter is too old to display a consistent list result "
+                    f"at resourceVersion {tok.rv} ({why}). You can start a new list without the continue "
+                    "parameter, or use the continue token in this response to retrieve the remainder of "
+                    "the results. Continuing with the provided token results in an inconsistent list - "
+                    "objects that were created, modified, or deleted between the time the first chunk was "
+                    "returned and now may show up in the list.", kind=info.name, namespace=namespace,
+                    field="continue", **{"continue": fresh, "resource_version": tok.rv})
+
+    def _event_key(self, info: KindInfo, obj: dict) -> bytes:
+        md = obj["metadata"]
+        return (f"{md.get('namespace')}/{md['name']}" if info.namespaced else md["name"]).encode()
+
+    def _state_at(self, info: KindInfo, rv: int, namespace: str | None = None) -> Op:
+        """The kind's stored values (key -> bytes) as they were at ``rv``: today's, with every
+        object written after ``rv`` taken back to its last write at or before ``rv`` (found in the
+        watch history, which the MULTI read and the immutable older entries keep consistent)."""
+        stream = self.keys.stream(info.name)
+        compacted, cur, flat, entries = yield Txn((
+            ("HGET", self.keys.compacted, info.name), ("GET", self.keys.rv),
+            ("HGETALL", self.keys.obj(info.name)), ("XRANGE", stream, f"{rv + 1}-0", "+")))
+        cur = int(cur) if cur is not None else 0
+        if rv > cur:
+            raise _too_large(rv, cur, info, namespace)
+        if compacted is not None and int(compacted) > rv:
+            raise Gone(f"The resourceVersion for the provided list is too old: {rv} (the history of "
+                       f"{info.name} is compacted up to {int(compacted)}); list at a newer resourceVersion",
+                       kind=info.name, namespace=namespace, field="resourceVersion",
+                       compacted=int(compacted))
+        pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2])  # RESP3 | RESP2
+        state = {k: v for k, v in pairs if k[:1] != b"\0"}
+        changed, need = set(), set()
+        for ev in events_from_entries(info.name, entries):
+            k = self._history_key(info, ev, rv)
+            if k in changed:
+                continue
+            changed.add(k)
+            state.pop(k, None)            # first write after rv: ADDED = absent at rv
+            if ev.type != "ADDED":
+                need.add(k)               # MODIFIED / DELETED: existed at rv, in its last older state
+        hi = rv
+        while need and hi > 0:
+            (chunk,) = yield Txn((("XREVRANGE", stream, f"{hi}-0", "-", "COUNT", HISTORY_SCAN),))
+            for entry in chunk:
+                ev = event_from_entry(info.name, entry)
+                k = self._history_key(info, ev, rv)
+                if k in need:
+                    need.discard(k)
+                    if ev.type != "DELETED":
+                        state[k] = dict(zip(entry[1][::2], entry[1][1::2]))[b"o"]
+                hi = ev.resource_version - 1
+            if len(chunk) < HISTORY_SCAN:
+                break
+        if need:
+            example = min(need).decode(errors="replace")
+            raise Gone(f"The resourceVersion for the provided list is too old: the state at {rv} of "
+                       f"{len(need)} {info.name} object(s) (e.g. {example}) is older than the kept watch "
+                       f"history; list at a newer resourceVersion", kind=info.name, namespace=namespace,
+                       field="resourceVersion")
+        return state
+
+    def _history_key(self, info: KindInfo, ev: WatchEvent, rv: int) -> bytes:
+        if ev.type == "CORRUPT":
+            raise CorruptObject(f"exact list at resourceVersion {rv}: the watch history has an undecodable "
+                                f"entry ({ev.error}); the state at that version cannot be rebuilt",
+                                kind=info.name, field="resourceVersion")
+        try:
+            return self._event_key(info, ev.object)
+        except (KeyError, TypeError, AttributeError):
+            raise CorruptObject(f"exact list at resourceVersion {rv}: a watch event at "
+                                f"{ev.resource_version} has no metadata.name", kind=info.name) from None
+
+    # --- watch-list (sendInitialEvents) --------------------------------------------------------
+    def watch_with_options(self, kind: str, resource_version: int | None, send_initial_events: bool,
+                           resource_version_match: str | None) -> Op:
+        """``watch(..., send_initial_events=True, resource_version_match="NotOlderThan")``: the
+        watch-list reply; the options checked as validateWatchOptions does."""
+        if not send_initial_events:
+            raise Invalid("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                          field="resourceVersionMatch", kind=kind if isinstance(kind, str) else None)
+        return (yield from self.watch_list(kind, resource_version,
+                                           resource_version_match=resource_version_match))
+
+    def watch_list(self, kind: str, resource_version: int | None = None, *,
+                   resource_version_match: str = "NotOlderThan") -> Op:
+        """The first reply of a watch with ``sendInitialEvents=true`` (KEP-3157): a synthetic ADDED
+        per object (key order; its own resourceVersion; CORRUPT for a value that does not decode),
+        then a BOOKMARK at the state's RV annotated ``k8s.io/initial-events-end: "true"``. Continue
+        with ``watch(kind, bookmark.resource_version)``: that is every later event, none twice.
+        ``resource_version``: None = most recent, 0 = any, N = not older than N (else 504)."""
+        info = kind_info(kind)
+        ref = {"kind": info.name}
+        if resource_version_match != "NotOlderThan":
+            raise Invalid("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, "
+                          f"got {resource_version_match!r}", field="resourceVersionMatch", **ref)
+        rv = _parse_rv(resource_version, ref)
+        cur, flat = yield self._script("list", info.name)
+        if rv and rv > cur:
+            raise _too_large(rv, cur, info, None)
+        pairs = sorted((flat[i], flat[i + 1]) for i in range(0, len(flat), 2) if flat[i][:1] != b"\0")
+        events = []
+        for k, v in pairs:
+            try:
+                obj = decode(v)
+            except CorruptObject as e:
+                events.append(WatchEvent("CORRUPT", info.name, None, cur, f"stored {info.name} {k!r}: {e.message}"))
+                continue
+            events.append(WatchEvent("ADDED", info.name, obj, obj["metadata"].get("resourceVersion", cur)))
+        events.append(WatchEvent("BOOKMARK", info.name,
+                                 {"kind": info.name, "apiVersion": info.api_version,
+                                  "metadata": {"resourceVersion": cur, "annotations": {INITIAL_EVENTS_END: "true"}}},
+                                 cur))
+        return events
 
     def update(self, obj: object) -> Op:
-        """Replace everything but ``status`` (precondition: metadata.resourceVersion, if set)."""
-        return (yield from self._write_part("U", obj, "update"))
+        """Replace everything but ``status``. Precondition: metadata.resourceVersion if set (409),
+        else unconditional (re-read and retried on a race). Checked against the stored object, as
+        the apiserver does: a given uid must match (409); uid and creationTimestamp are carried
+        over; deletionTimestamp / deletionGracePeriodSeconds cannot be set or changed; no new
+        finalizers once it is being deleted, and removing the last finalizer of an object deleted
+        with grace 0 removes it (DELETED; returns its last stored state); Pod
+        ``spec.schedulingGates`` may only shrink."""
+        obj, info, key = normalise(_input_object(obj))
+        md = obj["metadata"]
+        want = md.get("resourceVersion")
+        okey = self.keys.obj(info.name)
+        for _ in range(MAX_RETRIES):
+            raw = yield Command(("HGET", okey, key))
+            if raw is None:
+                raise NotFound("update: not found", **_ref(info, key))
+            cur = self._decode_stored(raw, info, key)
+            cmd = cur["metadata"]
+            if want and cmd.get("resourceVersion") != want:
+                _raise_for(4092, cmd.get("resourceVersion"), info, key, "update")
+            self._check_update(info, key, cur, obj)
+            expect = raw[-8:]
+            if (cmd.get("deletionTimestamp") is not None and cmd.get("deletionGracePeriodSeconds") == 0
+                    and not md.get("finalizers")):
+                # shouldDeleteDuringUpdate: the last finalizer is gone -> the object goes now
+                code, rv, last = yield self._apply([("D", info.name, key, expect, "", 0, "")])
+            else:
+                blob, slen = encode(obj)
+                code, rv, last = yield self._apply([("U", info.name, key, expect, blob, slen, "")])
+            if code == 4092 and not want:
+                continue   # raced with another writer after our read: re-read, re-check
+            if code:
+                _raise_for(code, rv, info, key, "update")
+            return self._decode_stored(last, info, key)
+        raise Conflict(f"update: gave up after {MAX_RETRIES} conflicting writes", **_ref(info, key))
+
+    def _check_update(self, info: KindInfo, key: str, cur: dict, new: dict) -> None:
+        """The update rules of ValidateObjectMetaUpdate / BeforeUpdate / ValidatePodUpdate that
+        concern server-owned fields, finalizers and scheduling gates; fills ``new``'s carried
+        fields."""
+        ref = _ref(info, key)
+        cmd, md = cur["metadata"], new["metadata"]
+        uid = md.get("uid")
+        if uid and cmd.get("uid") and uid != cmd["uid"]:
+            raise Conflict(f"update: precondition failed: uid {uid!r} != stored {cmd['uid']!r}",
+                           field="metadata.uid", **ref)
+        for f in ("uid", "creationTimestamp"):
+            if md.get(f) is None and cmd.get(f) is not None:
+                md[f] = cmd[f]
+        if cmd.get("deletionTimestamp") is not None:
+            # an update can never remove or change the deletion fields
+            md["deletionTimestamp"] = cmd["deletionTimestamp"]
+            if cmd.get("deletionGracePeriodSeconds") is not None:
+                md["deletionGracePeriodSeconds"] = cmd["deletionGracePeriodSeconds"]
+            added = set(md.get("finalizers") or ()) - set(cmd.get("finalizers") or ())
+            if added:
+                raise Invalid("no new finalizers can be added if the object is being deleted, found new "
+                              f"finalizers {sorted(added)!r}", field="metadata.finalizers", **ref)
+        else:
+            for f in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                if md.get(f) is not None:
+                    raise Invalid("field is immutable; it is set by deleting the object, not by an update",
+                                  field=f"metadata.{f}", **ref)
+        if info.name == "Pod":
+            old = {g.get("name") for g in ((cur.get("spec") or {}).get("schedulingGates") or ())
+                   if isinstance(g, dict)}
+            for i, g in enumerate(new["spec"].get("schedulingGates") or ()):
+                if g["name"] not in old:
+                    raise Invalid(f"only deletion is allowed, but found new scheduling gate {g['name']!r}",
+                                  field=f"spec.schedulingGates[{i}].name", **ref)
 
     def update_status(self, obj: object) -> Op:
         """The /status subresource: replace only ``status``; spec and metadata are ignored."""
-        return (yield from self._write_part("T", obj, "update_status"))
-
-    def _write_part(self, op: str, obj: object, what: str) -> Op:
         obj, info, key = normalise(_input_object(obj))
-        md = obj["metadata"]
-        rv = md.get("resourceVersion")
-        if op == "U" and (not md.get("uid") or md.get("creationTimestamp") is None):
-            # server-assigned fields missing from the request: carry them over from the stored
-            # object (and pin its RV so a re-created object is not overwritten by mistake)
-            raw = yield Command(("HGET", self.keys.obj(info.name), key))
-            if raw is None:
-                raise NotFound(f"{what}: not found", **_ref(info, key))
-            cur = self._decode_stored(raw, info, key)["metadata"]
-            for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
-                if md.get(f) is None and cur.get(f) is not None:
-                    md[f] = cur[f]
-            if not rv:
-                rv = cur.get("resourceVersion")
+        rv = obj["metadata"].get("resourceVersion")
         blob, slen = encode(obj)
         expect = rv_bytes(rv) if rv else ""
-        raw = yield self._apply([(op, info.name, key, expect, blob, slen, "")])
-        code, new_rv, new = raw
+        code, new_rv, new = yield self._apply([("T", info.name, key, expect, blob, slen, "")])
         if code:
-            _raise_for(code, new_rv, info, key, what)
+            _raise_for(code, new_rv, info, key, "update_status")
         return self._decode_stored(new, info, key)
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                grace_period_seconds: int | None = None, resource_version: int | None = None,
                now: float | None = None) -> Op:
-        """Objects go at once; a Pod with a grace period > 0 gets ``deletionTimestamp`` (= the time
-        it will be removed, as in Kubernetes) and ``deletionGracePeriodSeconds`` (MODIFIED) and is
-        removed (DELETED) by :meth:`finalize_deletions` or a later delete with grace 0."""
+        """Remove an object (DELETED, returns its last state), unless it must stay a while (then
+        MODIFIED, returns it): a Pod with a grace period > 0 gets ``deletionTimestamp`` (= when it
+        will be removed, as in Kubernetes) and ``deletionGracePeriodSeconds`` and is removed by
+        :meth:`finalize_deletions` or a later delete with grace 0; an object with
+        ``metadata.finalizers`` gets ``deletionTimestamp`` (now, or its grace deadline) and stays
+        until an update removes its last finalizer."""
         info = kind_info(kind, namespace=namespace, name=name)
         key = object_key(info, name, namespace)
         ref = _ref(info, key)
@@ -291,42 +670,45 @@ class Store:
                              field="gracePeriodSeconds", **ref)
         okey = self.keys.obj(info.name)
         for _ in range(MAX_RETRIES):
-            grace = grace_period_seconds
-            if info.name == "Pod" and grace != 0:
-                raw = yield Command(("HGET", okey, key))
-                if raw is None:
-                    raise NotFound("delete: not found", **ref)
-                pod = self._decode_stored(raw, info, key)
-                md = pod["metadata"]
-                if resource_version is not None and md.get("resourceVersion") != resource_version:
-                    _raise_for(4092, md.get("resourceVersion"), info, key, "delete")
+            raw = yield Command(("HGET", okey, key))
+            if raw is None:
+                raise NotFound("delete: not found", **ref)
+            obj = self._decode_stored(raw, info, key)
+            md = obj["metadata"]
+            if resource_version is not None and md.get("resourceVersion") != resource_version:
+                _raise_for(4092, md.get("resourceVersion"), info, key, "delete")
+            grace = 0
+            if info.name == "Pod":   # only pods delete gracefully
+                grace = grace_period_seconds
                 if grace is None:
-                    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+                    grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
                     grace = grace if isinstance(grace, int) and grace >= 0 else 30
-                expect = raw[-8:]
-                if grace > 0:
-                    t = time.time() if now is None else now
-                    deadline = t + grace
-                    old = md.get("deletionTimestamp")
-                    if old is not None and old <= deadline:
-                        return pod  # already terminating at least as soon: nothing to change
-                    md["deletionTimestamp"] = deadline
-                    md["deletionGracePeriodSeconds"] = grace
-                    blob, slen = encode(pod)
-                    code, rv, _ = yield self._apply([("P", info.name, key, expect, blob, slen, repr(deadline))])
-                    if code == 4092:
-                        continue
-                    if code:
-                        _raise_for(code, rv, info, key, "delete")
-                    md["resourceVersion"] = rv
-                    return pod
+            expect = raw[-8:]
+            t = time.time() if now is None else now
+            old = md.get("deletionTimestamp")
+            if grace > 0:
+                deadline = t + grace
+                if old is not None and old <= deadline:
+                    return obj  # already terminating at least as soon: nothing to change
+                md["deletionTimestamp"] = deadline
+                md["deletionGracePeriodSeconds"] = grace
+                op = ("P", info.name, key, expect, *encode(obj), repr(deadline))
+            elif md.get("finalizers"):
+                if old is not None and md.get("deletionGracePeriodSeconds") == 0:
+                    return obj  # already waiting for its finalizers only
+                md["deletionTimestamp"] = t if old is None else min(old, t)
+                md["deletionGracePeriodSeconds"] = 0
+                op = ("P", info.name, key, expect, *encode(obj), "")
             else:
-                expect = rv_bytes(resource_version) if resource_version is not None else ""
-            code, rv, last = yield self._apply([("D", info.name, key, expect, "", 0, "")])
+                op = ("D", info.name, key, expect, "", 0, "")
+            code, rv, last = yield self._apply([op])
             if code == 4092 and resource_version is None:
                 continue  # raced with a writer after our read: re-read
             if code:
                 _raise_for(code, rv, info, key, "delete")
+            if op[0] == "P":
+                md["resourceVersion"] = rv
+                return obj
             return self._decode_stored(last, info, key)
         raise Conflict(f"delete: gave up after {MAX_RETRIES} conflicting writes", **ref)
 
@@ -335,11 +717,13 @@ class Store:
         return (yield from self.delete("Pod", name, namespace, grace_period_seconds=grace_period_seconds))
 
     def finalize_deletions(self, now: float | None = None) -> Op:
-        """Remove pods whose grace period has ended (DELETED events); returns how many."""
+        """Remove pods whose grace period has ended (DELETED events); returns how many. Pods that
+        still have finalizers stay (deletionGracePeriodSeconds becomes 0, MODIFIED) until an update
+        removes the last one."""
         t = time.time() if now is None else now
         total = 0
         while True:
-            removed, seen = yield self._script("finalize", self.history, repr(t), FINALIZE_BATCH)
+            removed, seen, _kept = yield self._script("finalize", self.history, repr(t), FINALIZE_BATCH)
             total += removed
             if seen < FINALIZE_BATCH:
                 return total
@@ -413,6 +797,9 @@ class Store:
         if spec.get("nodeName"):
             raise Conflict(f"bind: pod {key} is already assigned to node {spec['nodeName']!r}",
                            field="spec.nodeName", **_ref(KINDS_POD, key))
+        if spec.get("schedulingGates"):   # "Reject binding to a scheduling un-ready Pod"
+            raise Conflict(f"bind: pod {key} has non-empty .spec.schedulingGates",
+                           field="spec.schedulingGates", **_ref(KINDS_POD, key))
         spec["nodeName"] = node
         cond = {"type": "PodScheduled", "status": "True", "reason": "", "message": "",
                 "lastTransitionTime": now}
@@ -529,6 +916,9 @@ class Store:
         if code == 409 and reason == 3:
             return Conflict(f"bind: pod {key} is already assigned to node {detail!r}",
                             field="spec.nodeName", **ref)
+        if code == 409 and reason == 4:
+            return Conflict(f"bind: pod {key} has non-empty .spec.schedulingGates",
+                            field="spec.schedulingGates", **ref)
         return ServerError(f"bind: unexpected reply code {code}", **ref)
 
     def _bind_many_rmw(self, bindings, keys: list[str], pending: list[int], uids: list | None,

@@ -10,7 +10,8 @@
 -- handle (non-map spec/status, odd types, bin strings) return 422: the client binds those.
 -- Returns 3 per binding: code, rv|reason, new object|detail
 --   0 ok | 404 not found | 409 conflict (reason 1 uid: detail = stored uid; 2 deleting;
---   3 already bound: detail = node) | 422 unusual shape: the client binds that pod itself.
+--   3 already bound: detail = node; 4 non-empty spec.schedulingGates) | 422 unusual shape: the
+--   client binds that pod itself.
 local history = tonumber(ARGV[2])
 local A = cmsgpack.unpack(ARGV[3])
 local COND, CLEAR = A[1], A[2] == 1
@@ -78,7 +79,7 @@ local function bind_one(old, node, uid)
   end
   local st_end = p
   -- the other top-level fields: spec (where nodeName is) and metadata (uid, deletionTimestamp)
-  local sp, sp_end, sp_n, sp_h, nnv, nne, md_uid, md_del, md
+  local sp, sp_end, sp_n, sp_h, nnv, nne, sgv, md_uid, md_del, md
   for _ = 2, ntop do
     local v, k = unpack_one(old, p)
     if k == 'spec' then
@@ -89,7 +90,8 @@ local function bind_one(old, node, uid)
       for _ = 1, sp_n do
         local v2, k2 = unpack_one(old, p)
         local e = unpack_one(old, v2)
-        if k2 == 'nodeName' then nnv, nne = v2, e end
+        if k2 == 'nodeName' then nnv, nne = v2, e
+        elseif k2 == 'schedulingGates' then sgv = v2 end
         p = e
       end
       sp_end = p
@@ -114,6 +116,13 @@ local function bind_one(old, node, uid)
       local cur = str_at(old, nnv)
       if not cur then return 422 end
       return 409, 3, cur
+    end
+  end
+  if sgv then   -- "Reject binding to a scheduling un-ready Pod"
+    local b = byte(old, sgv + 1)
+    if b ~= 0x90 and b ~= 0xc0 then
+      if b > 0x90 and b <= 0x9f then return 409, 4, false end
+      return 422
     end
   end
   -- new status

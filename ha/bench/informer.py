@@ -6,7 +6,9 @@
      of every entry;
    * figure: an ``Informer`` (asyncio, RealFIFO, pass-through hook) watching the same history from
      the same RV (``start_rv``), every pod event applied to a Volcano ``SchedulerCache``
-     (add_pod / update_pod), after the cache was synced with Nodes, Queues and PodGroups.
+     (add_pod / update_pod), after the cache was synced with Nodes, Queues and PodGroups. Every
+     event is fully decoded too (no lazy decoding): the reflector takes each watch page undecoded
+     (``watch(..., decode=...)``) and decodes entry by entry straight into the store and handlers.
    Value = events/s per informer (mean of the three); ratio = value / raw events/s per reader.
 2. Staleness. Three informers list + watch live while the parent creates pods paced at
    1,000 events/s, each stamping ``time.time()`` in ``ha-testbed/write-time``; staleness = the time
@@ -125,6 +127,7 @@ def _child_raw(url: str, stream: str, start_rv: int, end_rv: int, ready, go, out
         unpackb = msgpack.unpackb
         n = 0
         last = f"{start_rv}-0"
+        c0 = time.process_time()
         t0 = time.perf_counter()
         done = False
         while not done:
@@ -137,7 +140,7 @@ def _child_raw(url: str, stream: str, start_rv: int, end_rv: int, ready, go, out
                     last = eid
                 if int(last.split(b"-")[0]) >= end_rv:
                     done = True
-        out.put(("raw", n, time.perf_counter() - t0))
+        out.put(("raw", n, time.perf_counter() - t0, time.process_time() - c0))
         await r.aclose()
 
     asyncio.run(main())
@@ -160,12 +163,14 @@ async def _sync_cluster_informers(aapi, cache, store, gc_opts: dict | None = Non
 def _child_informer(url: str, start_rv: int, end_rv: int, mode: str, log_path: str | None,
                     tuned: bool, ready, go, out) -> None:
     """mode "cache": Informer -> SchedulerCache; "dict": Informer -> a dict per key;
-    "watch": AsyncApiClient.watch in a loop, no informer (where the API server's time goes).
+    "watch": the informer's watch read (AsyncApiClient.watch(decode=raw_page), MULTI/EXEC XRANGE)
+    in a loop, each entry decoded and dropped, no informer (the read path beside raw XREAD).
     tuned: the process runs with the scheduler instance's GC settings
     (cluster_state.informer.instance_gc_options()), else CPython's defaults."""
     from cluster_state.aio import AsyncApiClient
     from cluster_state.delivery import DeliveryLog
     from cluster_state.informer import Informer, instance_gc_options
+    from cluster_state.reflector import decode_entry, raw_page
 
     gc_opts = instance_gc_options() if tuned else {}
 
@@ -174,13 +179,18 @@ def _child_informer(url: str, start_rv: int, end_rv: int, mode: str, log_path: s
         if mode == "watch":
             ready.put(os.getpid())
             await asyncio.get_running_loop().run_in_executor(None, go.wait)
+            c0 = time.process_time()
             t0 = time.perf_counter()
             rv, n = start_rv, 0
             while rv < end_rv:
-                evs = await aapi.watch("Pod", rv, count=1000)
-                n += sum(1 for e in evs if e.object is not None)
-                rv = evs[-1].resource_version
-            out.put(("watch", n, time.perf_counter() - t0, 0, 0))
+                # the informer's read: undecoded pages, each entry decoded (and dropped here)
+                page = await aapi.watch("Pod", rv, count=1000, decode=raw_page)
+                for e in page.entries:
+                    typ, obj, erv, _err = decode_entry("Pod", e)
+                    if obj is not None:
+                        n += 1
+                    rv = erv
+            out.put(("watch", n, time.perf_counter() - t0, 0, 0, time.process_time() - c0))
             await aapi.close()
             return
         cache, _ = _make_cache()
@@ -193,13 +203,15 @@ def _child_informer(url: str, start_rv: int, end_rv: int, mode: str, log_path: s
         inf.add_event_handler(_CacheHandlers(cache, "Pod", store))
         ready.put(os.getpid())
         await asyncio.get_running_loop().run_in_executor(None, go.wait)
+        c0 = time.process_time()
         t0 = time.perf_counter()
         await inf.start()
         while inf.delivered_rv < end_rv:
             await asyncio.sleep(0.002)
         dt = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         n_tasks = sum(len(j.tasks) for j in cache.jobs.values()) if cache is not None else len(store)
-        out.put(("informer", inf.stats.delivered, dt, n_tasks, inf.stats.handler_errors))
+        out.put(("informer", inf.stats.delivered, dt, n_tasks, inf.stats.handler_errors, cpu))
         for i in [inf, *others]:
             await i.stop()
         if log is not None:
@@ -326,6 +338,11 @@ def _staleness_round(ctx, api, url: str, first: int, paced_s: float, rate: float
             "gc2_max_ms": max(g for _, _, _, g in live), "expected": READERS * n_writes}
 
 
+def _refreeze_every() -> int:
+    from cluster_state.informer import instance_gc_options
+    return instance_gc_options()["gc_refreeze_every"]
+
+
 def _pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")
@@ -367,33 +384,39 @@ def run(quick: bool = False) -> BenchResult:
 
         rates: dict[str, list[float]] = {"raw": [], "watch": [], "dict": [], "cache": [],
                                          "cache+log": [], "cache/default-gc": []}
+        # CPU time per event of each reader (process time: what the machine's load does not
+        # stretch, unlike the wall-clock rates; Redis' own work is not in it)
+        cpu_us: dict[str, list[float]] = {k: [] for k in rates}
         errors = 0
         with tempfile.TemporaryDirectory(prefix="ha-bench-informer-") as tmp:
-            plan = ["raw", "watch", "dict", "cache"] + ([] if quick else ["cache+log", "cache/default-gc"])
+            # raw next to the figure (the machine's load drifts; neighbours compare best)
+            plan = ["raw", "cache", "dict", "watch"] + ([] if quick else ["cache+log", "cache/default-gc"])
             for rnd in range(rounds):
                 # odd rounds run the plan backwards, so the raw baseline and each informer variant
                 # sit on average at the same point in time (the shared machine's load drifts)
                 for what in (plan if rnd % 2 == 0 else plan[::-1]):
                     if what == "raw":
-                        for _k, n, dt in _round(ctx, _child_raw, (url, stream, start_rv, end_rv),
-                                                "raw XREAD"):
+                        for _k, n, dt, cpu in _round(ctx, _child_raw, (url, stream, start_rv, end_rv),
+                                                     "raw XREAD"):
                             if n != n_events:
                                 raise RuntimeError(f"bench informer: a raw reader saw {n} of "
                                                    f"{n_events} events")
                             rates["raw"].append(n / dt)
+                            cpu_us["raw"].append(cpu / n * 1e6)
                         continue
                     mode = what.split("+")[0].split("/")[0]
                     log_path = os.path.join(tmp, "delivery.log") if what.endswith("+log") else None
                     tuned = not what.endswith("/default-gc")
-                    for _k, n, dt, tasks, herr in _round(ctx, _child_informer,
-                                                         (url, start_rv, end_rv, mode, log_path, tuned),
-                                                         what):
+                    for _k, n, dt, tasks, herr, cpu in _round(ctx, _child_informer,
+                                                              (url, start_rv, end_rv, mode, log_path, tuned),
+                                                              what):
                         if n != n_events or (mode == "cache" and cache_kind == "SchedulerCache"
                                              and tasks != n_pods):
                             raise RuntimeError(f"bench informer ({what}): delivered {n} of "
                                                f"{n_events} events ({tasks} of {n_pods} tasks)")
                         errors += herr
                         rates[what].append(n / dt)
+                        cpu_us[what].append(cpu / n * 1e6)
 
         # staleness at a paced rate: with the instance's GC settings (the figure), then with
         # CPython's defaults (for comparison)
@@ -421,14 +444,21 @@ def run(quick: bool = False) -> BenchResult:
         "cache": cache_kind, "fifo": "real", "hook": "pass-through",
         "write_events_per_s": round(n_events / write_s, 1),
         "per_reader_eps": {k: [round(x) for x in v] for k, v in rates.items() if v},
+        "cpu_us_per_event": {k: round(statistics.mean(v), 2) for k, v in cpu_us.items() if v},
+        "cache_over_raw_by_cpu": round(statistics.mean(cpu_us["raw"]) / statistics.mean(cpu_us["cache"]), 3),
         "cache_over_raw_per_round": per_round_ratio,
-        "order": "plan forwards in even rounds, backwards in odd rounds",
+        "order": "raw, cache, dict, watch[, cache+log, cache/default-gc] forwards in even rounds, "
+                 "backwards in odd rounds (raw always next to the figure)",
         "load_avg_1m": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
         "paced_rate": rate, "paced_achieved": round(achieved, 1), "paced_s": paced_s,
         "staleness_samples": len(samples), "expected_samples": READERS * n_writes,
         "staleness_ms": {"p50": round(p50, 3), "p99": round(p99, 3), "max": round(mx, 3)},
         "gc": "informer processes use cluster_state.informer.instance_gc_options() (the scheduler "
-              "instance's GC settings) unless labelled default-gc",
+              "instance's GC settings: watch pages applied in chunks of "
+              f"{_refreeze_every()} events, each frozen after it) unless labelled default-gc",
+        "decode": "every event fully msgpack-decoded by both sides (raw: decode and drop; informer: "
+                  "decoded in its reflector, page by page, into the store and the cache; no lazy "
+                  "decoding)",
         "gc_gen2_max_pause_ms": round(stale[True]["gc2_max_ms"], 1),
         "default_gc": {"staleness_ms": {"p50": round(fp50, 3), "p99": round(fp99, 3),
                                         "max": round(max(stale[False]["samples"] or [float("nan")]), 3)},
@@ -438,7 +468,7 @@ def run(quick: bool = False) -> BenchResult:
         "handler_errors": errors,
         "targets": {"ratio": ">= 0.5", "staleness_p99_ms": "<= 5"},
     }
-    labels = {"watch": "API watch only, no informer (events/s per reader)",
+    labels = {"watch": "API watch read + decode-and-drop, no informer (events/s per reader)",
               "dict": "informer -> dict store (events/s per informer)",
               "cache+log": "informer -> SchedulerCache + delivery log (events/s per informer)",
               "cache/default-gc": "informer -> SchedulerCache, CPython default GC (events/s per informer)"}

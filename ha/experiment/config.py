@@ -140,6 +140,16 @@ class Workload(Strict):
     request: Resources = Field(default_factory=lambda: {"cpu": 1, "memory": "1Gi"})  # per pod
     namespace: str = "default"
     max_gangs: Optional[int] = Field(None, ge=0)             # stop generating after this many
+    # no arrivals after this (default: the whole run). A quiet tail lets a long-run check judge
+    # convergence without in-flight churn, as Jepsen heals and quiesces before its final reads.
+    until: Optional[Duration] = None
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be > 0")
+        return v
 
     @field_validator("rate")
     @classmethod
@@ -525,8 +535,11 @@ class Initial(Strict):
 
 class Measure(Strict):
     every: Duration = "500ms"
+    # the long-run verdict (report.md, metrics.json "convergence"): every live instance's
+    # cache_divergence must be back to 0 for good within this long after the last fault
+    converge_within: Duration = "5s"
 
-    @field_validator("every")
+    @field_validator("every", "converge_within")
     @classmethod
     def _every(cls, v: float) -> float:
         if v <= 0:
@@ -608,6 +621,9 @@ class Experiment(Strict):
                 problems.append((f"initial.queues[{i}].name", f"queue {q.name!r} is defined twice"))
             seen.add(q.name)
         if self.workload is not None:
+            if self.workload.until is not None and self.workload.until > self.duration:
+                problems.append(("workload.until", f"{format_duration(self.workload.until)} is after the end "
+                                 f"of the experiment ({format_duration(self.duration)})"))
             for j, qn in enumerate(self.workload.queues):
                 if qn not in queue_names:
                     problems.append((f"workload.queues[{j}]",

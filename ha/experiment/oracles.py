@@ -62,15 +62,45 @@ def _entry(x: Any) -> tuple[str, str]:
     return status_name(x), ""
 
 
-def task_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
-    """Tasks whose (status, node) differ between two digests' ``tasks``; a task that only one of
-    them holds differs too."""
-    n = 0
+def diff_tasks(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str, Any] | None = None) -> set[str]:
+    """Uids of the tasks whose (status, node) differ between two digests' ``tasks``; a task that
+    only one of them holds differs too. With ``b_before`` (the reference taken just before the
+    instances' digests were requested, ``b`` just after), a task counts only if it differs from
+    both: the truth moved during the sampling window, and an instance that holds either state was
+    up to date at the moment it answered — that is sampling skew, not divergence."""
+    out: set[str] = set()
     for uid in a.keys() | b.keys():
         x, y = a.get(uid), b.get(uid)
         if x is None or y is None or _entry(x) != _entry(y):
-            n += 1
-    return n
+            if b_before is not None:
+                z = b_before.get(uid)
+                if z is None if x is None else (z is not None and _entry(x) == _entry(z)):
+                    continue   # the instance holds the state the truth had at the window's start
+            out.add(uid)
+    return out
+
+
+def task_diff(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str, Any] | None = None) -> int:
+    """How many tasks :func:`diff_tasks` finds."""
+    return len(diff_tasks(a, b, b_before))
+
+
+_DECIDED = frozenset({"ALLOCATED", "PIPELINED", "BINDING"})
+
+
+def _ahead(x: Any, y: Any) -> bool:
+    """The instance holds its own scheduling decision (allocated / pipelined / binding on a node)
+    that it has not seen confirmed yet: the task is pending in the API server, or only nominated to
+    the same node while the instance is already binding it, or bound there while the instance's
+    informer has not delivered that bind back to it (Binding until then, as in Volcano)."""
+    if x is None or y is None:
+        return False
+    xs, xn = _entry(x)
+    ys, yn = _entry(y)
+    if xs not in _DECIDED or not xn:
+        return False
+    return (not yn or (yn == xn and ((ys == "PIPELINED" and xs != "PIPELINED")
+                                     or (xs == "BINDING" and ys in ("BOUND", "RUNNING")))))
 
 
 def _q(resource: str, v: Any) -> float:
@@ -88,12 +118,19 @@ def cluster_capacity(nodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return cap
 
 
+def _node_delta(a: Mapping, b: Mapping, dim: str) -> float:
+    return sum(abs(float((a.get(f) or {}).get(dim, 0) or 0) - float((b.get(f) or {}).get(dim, 0) or 0))
+               for f in _RESOURCE_FIELDS)
+
+
 def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mapping[str, Mapping],
                             capacity: Mapping[str, float],
-                            dims: tuple[str, ...] = ("cpu", "memory")) -> float | None:
+                            dims: tuple[str, ...] = ("cpu", "memory"),
+                            ref_before: Mapping[str, Mapping] | None = None) -> float | None:
     """Σ over nodes and over Idle/Pipelined/Releasing of |instance − reference|, as a fraction of
     the cluster's capacity; per resource dimension, the largest of the dimensions is returned.
-    A node only one side knows counts with the other side as zero. None without capacity."""
+    A node only one side knows counts with the other side as zero. None without capacity. With
+    ``ref_before`` (see :func:`task_diff`) a node counts the smaller of its two deltas."""
     worst: float | None = None
     for dim in dims:
         cap = capacity.get(dim) or 0.0
@@ -101,9 +138,11 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
             continue
         total = 0.0
         for name in inst_nodes.keys() | ref_nodes.keys():
-            a, b = inst_nodes.get(name) or {}, ref_nodes.get(name) or {}
-            for f in _RESOURCE_FIELDS:
-                total += abs(float((a.get(f) or {}).get(dim, 0) or 0) - float((b.get(f) or {}).get(dim, 0) or 0))
+            a = inst_nodes.get(name) or {}
+            d = _node_delta(a, ref_nodes.get(name) or {}, dim)
+            if d and ref_before is not None:
+                d = min(d, _node_delta(a, ref_before.get(name) or {}, dim))
+            total += d
         frac = total / cap
         worst = frac if worst is None else max(worst, frac)
     return None if worst is None else round(worst, 6)
@@ -133,6 +172,10 @@ def _holds_node(pod: Mapping[str, Any]) -> bool:
     """Bound and not terminated (a terminating pod still holds its node until it is gone)."""
     return bool((pod.get("spec") or {}).get("nodeName")) and \
         (pod.get("status") or {}).get("phase", "") not in ("Succeeded", "Failed")
+
+
+def _terminating(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
 
 
 def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
@@ -198,10 +241,35 @@ class InstanceSeries:
 
 
 class CacheDivergence(InstanceSeries):
-    """cache_divergence: per instance, tasks whose (status, node) differ from the reference."""
+    """cache_divergence: per instance, tasks whose (status, node) differ from the reference.
 
-    def observe(self, instance: str, tasks: Mapping[str, Any], reference_tasks: Mapping[str, Any]) -> int:
-        v = task_diff(tasks, reference_tasks)
+    A scheduling instance is briefly *ahead* of the API server: its session decided (allocated,
+    pipelined, binding) and the write is in flight. Such a task counts from the second
+    consecutive tick it is seen ahead — a decision whose write never lands (or, under a profile that
+    does not persist it, stays invisible to everyone else) keeps counting; one still in flight does
+    not. Behind-the-truth differences (a delayed or lost watch event) count at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ahead: dict[str, set[str]] = {}
+        self.last_counted: dict[str, set[str]] = {}   # the uids behind the last value (divergence.jsonl)
+        self.last_persistent: dict[str, int] = {}
+        self._held: dict[str, dict[str, tuple | None]] = {}
+
+    def observe(self, instance: str, tasks: Mapping[str, Any], reference_tasks: Mapping[str, Any],
+                reference_before: Mapping[str, Any] | None = None) -> int:
+        diff = diff_tasks(tasks, reference_tasks, reference_before)
+        ahead = {u for u in diff if _ahead(tasks.get(u), reference_tasks.get(u))}
+        prev = self._ahead.get(instance, set())
+        self._ahead[instance] = ahead
+        self.last_counted[instance] = counted = diff - (ahead - prev)
+        # persistent: the instance held the same wrong state at the previous tick too, i.e. for a
+        # whole measurement period — not an event in flight when the sample was taken
+        held = {u: _entry(tasks[u]) if u in tasks else None for u in counted}
+        before = self._held.get(instance, {})
+        self._held[instance] = held
+        self.last_persistent[instance] = sum(1 for u, e in held.items() if u in before and before[u] == e)
+        v = len(counted)
         self.add(instance, v)
         return v
 
@@ -234,8 +302,8 @@ class ResourceDrift(InstanceSeries):
     fraction of cluster capacity (the worse of cpu and memory)."""
 
     def observe(self, instance: str, nodes: Mapping[str, Mapping], reference_nodes: Mapping[str, Mapping],
-                capacity: Mapping[str, float]) -> float | None:
-        v = resource_drift_fraction(nodes, reference_nodes, capacity)
+                capacity: Mapping[str, float], reference_before: Mapping[str, Mapping] | None = None) -> float | None:
+        v = resource_drift_fraction(nodes, reference_nodes, capacity, ref_before=reference_before)
         self.add(instance, v)
         return v
 
@@ -264,15 +332,37 @@ class Staleness:
 
 class OvercommitViolations:
     """overcommit_violations: node-ticks where bound, non-terminated pods' requests exceed the
-    node's allocatable in the API server's truth."""
+    node's allocatable in the API server's truth.
+
+    A terminating pod (deletionTimestamp set, not yet gone) still holds its node — the kubelet
+    admits against it and the kube-scheduler counts it — so it counts here; ``terminating_only``
+    counts the node-ticks that would *not* be over without the terminating pods (a pod bound onto
+    resources still being released). ``episodes``: a node going from not over to over;
+    ``examples``: the first few episodes with the tick time, the node's pods (phase, terminating,
+    requests of the over resources) and who bound each (``[instance, generation, session]`` from
+    the bind decisions; None when no decision was seen, e.g. an initial pod)."""
+
+    MAX_EXAMPLES = 5
 
     def __init__(self) -> None:
         self.count = 0
         self.ticks = 0
         self.nodes: dict[str, int] = {}
         self.resources: dict[str, int] = {}
+        self.terminating_only = 0
+        self.episodes = 0
+        self.examples: list[dict[str, Any]] = []
+        self._over_before: set[str] = set()
+        self._bound_by: dict[str, list[Any]] = {}
 
-    def observe(self, pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]) -> int:
+    def observe_decisions(self, decisions: Iterable[Mapping[str, Any]]) -> None:
+        for d in decisions:
+            if d.get("op") == "bind" and d.get("ok") and not d.get("dry_run") and d.get("pod"):
+                self._bound_by[str(d["pod"])] = [d.get("instance"), d.get("generation", 0), d.get("session")]
+
+    def observe(self, pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
+                t: float | None = None) -> int:
+        pods = list(pods)
         over = overcommitted_nodes(pods, nodes)
         self.ticks += 1
         self.count += len(over)
@@ -280,13 +370,42 @@ class OvercommitViolations:
             self.nodes[n] = self.nodes.get(n, 0) + 1
             for r in rs:
                 self.resources[r] = self.resources.get(r, 0) + 1
+        if over:
+            live = overcommitted_nodes([p for p in pods if not _terminating(p)], nodes)
+            self.terminating_only += sum(1 for n in over if n not in live)
+            for n in over:
+                if n in self._over_before:
+                    continue
+                self.episodes += 1
+                if len(self.examples) < self.MAX_EXAMPLES:
+                    self.examples.append(self._example(t, n, over[n], pods, nodes))
+        self._over_before = set(over)
         return len(over)
+
+    def _example(self, t: float | None, n: str, resources: list[str], pods: list[Mapping[str, Any]],
+                 nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        alloc = _allocatable(nodes[n])
+        on = []
+        for p in pods:
+            if not _holds_node(p) or p["spec"]["nodeName"] != n:
+                continue
+            md = p.get("metadata") or {}
+            key = f"{md.get('namespace', '')}/{md.get('name', '')}"
+            req = pod_requests(p)
+            on.append({"pod": key, "phase": (p.get("status") or {}).get("phase", ""),
+                       "terminating": _terminating(p), "requests": {r: req.get(r, 0.0) for r in resources},
+                       "bound_by": self._bound_by.get(key)})
+        on.sort(key=lambda x: x["pod"])
+        return {"t": None if t is None else round(float(t), 3), "node": n,
+                "requested": {r: sum(x["requests"][r] for x in on) for r in resources},
+                "allocatable": {r: alloc.get(r) for r in resources}, "pods": on}
 
     def summary(self) -> dict[str, Any] | None:
         if self.ticks == 0:
             return None
         return {"count": self.count, "ticks": self.ticks, "nodes": dict(sorted(self.nodes.items())),
-                "resources": self.resources}
+                "resources": self.resources, "terminating_only": self.terminating_only,
+                "episodes": self.episodes, "examples": list(self.examples)}
 
 
 # ------------------------------------------------------------------- event- and decision-driven
@@ -618,7 +737,8 @@ def headline(metric: str, value: Any) -> Any:
 
 
 ORACLE_COLUMNS = ["cache_divergence", "resource_drift", "overcommit_nodes",
-                  "allocation_drift", "wasted_evictions", "cyclic_evictions", "partial_gang_binds"]
+                  "allocation_drift", "wasted_evictions", "cyclic_evictions", "partial_gang_binds",
+                  "cache_divergence_persistent"]
 
 
 class Oracles:
@@ -641,8 +761,11 @@ class Oracles:
 
     def tick(self, t: float, digests: Mapping[str, Mapping[str, Any]], stats: Mapping[str, Mapping],
              reference: Mapping[str, Any], truth: Truth, events: list[PodEvent],
-             decisions: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Feed one tick; returns extra timeseries columns per instance (ORACLE_COLUMNS)."""
+             decisions: list[Mapping[str, Any]],
+             reference_before: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """Feed one tick; returns extra timeseries columns per instance (ORACLE_COLUMNS).
+        ``reference`` is taken after the instances answered, ``reference_before`` (optional) before
+        they were asked: divergence is judged against the truth anywhere in that window."""
         self.ticks += 1
         # decisions first (a nomination precedes the bind the events report), then the truth
         self.allocation.observe_decisions(decisions)
@@ -651,16 +774,23 @@ class Oracles:
         self.wasted.observe_events(events)
         self.cyclic.observe_decisions(decisions, truth)
         self.gangs.observe(decisions, truth)
-        over = self.overcommit.observe(truth.pods.values(), truth.nodes)
+        self.overcommit.observe_decisions(decisions)
+        over = self.overcommit.observe(truth.pods.values(), truth.nodes, t)
         capacity = cluster_capacity(truth.nodes.values())
         ref_tasks, ref_nodes = reference.get("tasks") or {}, reference.get("nodes") or {}
+        before_tasks = before_nodes = None
+        if reference_before is not None:
+            before_tasks, before_nodes = reference_before.get("tasks") or {}, reference_before.get("nodes") or {}
         rows: dict[str, dict[str, Any]] = {}
         worst = None
         for name, d in digests.items():
             row: dict[str, Any] = {}
             if d.get("synced", True):
-                row["cache_divergence"] = self.divergence.observe(name, d.get("tasks") or {}, ref_tasks)
-                row["resource_drift"] = self.resource.observe(name, d.get("nodes") or {}, ref_nodes, capacity)
+                row["cache_divergence"] = self.divergence.observe(name, d.get("tasks") or {}, ref_tasks,
+                                                                  before_tasks)
+                row["resource_drift"] = self.resource.observe(name, d.get("nodes") or {}, ref_nodes, capacity,
+                                                              before_nodes)
+                row["cache_divergence_persistent"] = self.divergence.last_persistent.get(name, 0)
                 self.last_divergence[name] = row["cache_divergence"]
                 worst = row["cache_divergence"] if worst is None else max(worst, row["cache_divergence"])
             self.staleness.observe(name, stats.get(name))
@@ -699,28 +829,37 @@ class Oracles:
 
 # ----------------------------------------------------------------------------------- convergence
 
-CONVERGENCE_WITHIN_S = 30.0
+CONVERGENCE_WITHIN_S = 5.0      # "back to 0 within a few seconds of the last fault"
+CONVERGENCE_MIN_QUIET_S = 5.0   # a settled verdict needs this much all-zero tail to stand on
 
 
 def convergence(rows: Iterable[Mapping[str, Any]], last_fault_s: float | None, *,
-                within_s: float = CONVERGENCE_WITHIN_S,
+                within_s: float = CONVERGENCE_WITHIN_S, min_quiet_s: float = CONVERGENCE_MIN_QUIET_S,
                 api_consistency: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Issue 7 item 5's verdict, from the timeseries rows (t, instance, alive, cache_divergence)
-    and the time the last fault ended: for every instance alive at the end of the run, the seconds
-    from ``last_fault_s`` to its first cache_divergence sample of 0 (``seconds``), to the start of
-    the final all-zero stretch (``settled_s``; None if the last sample is not 0), and whether it
-    reached 0 within ``within_s``. ``ok``: every live instance converged in time and (when given)
-    the API server equals the replay of its own event stream. Absent parts say why (``reason``)."""
-    out: dict[str, Any] = {"within_s": within_s, "last_fault_s": last_fault_s, "instances": {}}
+    """Issue 7 item 5's verdict, from the timeseries rows (t, instance, alive, and
+    cache_divergence_persistent when recorded, else cache_divergence) and the time the last fault ended. For every instance alive at the end of the run: the seconds
+    from ``last_fault_s`` to its first cache_divergence sample of 0 (``seconds``) and to the start
+    of the final all-zero stretch (``settled_s``; None if the last sample is not 0). An instance is
+    ok when it settled for good within ``within_s`` and that stretch lasts ``min_quiet_s`` or more
+    (a zero in the last sample alone proves nothing). ``ok``: every live instance is ok and (when
+    given) the API server equals the replay of its own event stream. Absent parts say why."""
+    out: dict[str, Any] = {"within_s": within_s, "min_quiet_s": min_quiet_s,
+                           "last_fault_s": last_fault_s, "instances": {}}
     if api_consistency is not None:
         out["api_consistency_ok"] = api_consistency.get("ok")
     by_inst: dict[str, list[tuple[float, int | None, bool]]] = {}
+    rows = list(rows)
+    # judge on the persistent part when the run recorded it: a task whose state was in flight at
+    # one sample is not a cache that failed to converge (cache_divergence_persistent)
+    column = ("cache_divergence_persistent"
+              if any(r.get("cache_divergence_persistent") not in (None, "") for r in rows) else "cache_divergence")
+    out["column"] = column
     for r in rows:
         if r.get("t") is None or not r.get("instance"):
             continue
-        d = r.get("cache_divergence")
+        d = r.get(column)
         by_inst.setdefault(str(r["instance"]), []).append(
-            (float(r["t"]), None if d in (None, "") else int(d), bool(r.get("alive", 1))))
+            (float(r["t"]), None if d in (None, "") else int(d), bool(int(r.get("alive", 1) or 0))))
     if not by_inst:
         out.update(ok=None, reason="no timeseries rows")
         return out
@@ -752,17 +891,27 @@ def convergence(rows: Iterable[Mapping[str, Any]], last_fault_s: float | None, *
                     break
                 settled = t
         sec = None if first0 is None else round(first0 - last_fault_s, 3)
-        ok = sec is not None and sec <= within_s
+        settled_s = None if settled is None else round(settled - last_fault_s, 3)
+        quiet = None if settled is None else round(after[-1][0] - settled, 3)
+        reason = None
+        if first0 is None:
+            reason = f"{column} never 0 after the last fault"
+        elif settled is None:
+            reason = f"{column} not 0 at the end of the run (final {after[-1][1]})"
+        elif settled_s > within_s:
+            reason = f"settled for good only {settled_s:g} s after the last fault (allowed {within_s:g} s)"
+        elif quiet < min_quiet_s:
+            reason = (f"only {quiet:g} s of zero divergence before the run ended "
+                      f"(need {min_quiet_s:g} s to call it settled): lengthen the quiet tail")
+        ok = reason is None
         oks.append(ok)
         out["instances"][name] = {
-            "alive": True, "seconds": sec,
-            "settled_s": None if settled is None else round(settled - last_fault_s, 3),
+            "alive": True, "seconds": sec, "settled_s": settled_s, "quiet_s": quiet,
             "max_after": max(d for _, d in after), "final": after[-1][1],
-            "samples_after": len(after), "ok": ok,
-            **({} if first0 is not None else {"reason": "cache_divergence never 0 after the last fault"})}
-    secs = [v["seconds"] for v in out["instances"].values() if v.get("seconds") is not None]
+            "samples_after": len(after), "ok": ok, **({"reason": reason} if reason else {})}
+    settled_all = [v["settled_s"] for v in out["instances"].values() if v.get("settled_s") is not None]
     measured = bool(oks) and not unmeasured
-    out["value"] = max(secs) if measured and all(oks) else None   # the headline: slowest instance
+    out["value"] = max(settled_all) if measured and all(oks) else None   # the headline: slowest instance
     ok = measured and all(oks)
     if api_consistency is not None and api_consistency.get("ok") is not None:
         ok = ok and bool(api_consistency.get("ok"))

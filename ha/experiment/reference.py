@@ -24,6 +24,7 @@ __all__ = ["ReferenceCache", "PodEventRecorder", "KINDS"]
 log = logging.getLogger(__name__)
 
 KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
+DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
 
 
 def _key(obj: dict) -> str:
@@ -134,6 +135,7 @@ class ReferenceCache:
     async def _start(self, timeout: float) -> None:
         from cluster_state.aio import AsyncApiClient
         from cluster_state.informer import Informer
+        from cluster_state.reflector import Backoff
         from ha.scheduler.cache import SchedulerCache
         from ha.scheduler.interfaces import RecordingIO
         from ha.scheduler.profiles import profile
@@ -146,7 +148,10 @@ class ReferenceCache:
                                     default_queue=self.default_queue)
         self.api = AsyncApiClient.from_url(self.redis_url, prefix=self.prefix)
         for kind in KINDS:
-            inf = Informer(self.api, kind, name=f"reference/{kind}", block_ms=self.block_ms)
+            # the reference is the "up-to-date cache": it must not sit out client-go's 0.8-30 s
+            # (x2 jitter) backoff after a redis-restart while the instances it judges resume
+            inf = Informer(self.api, kind, name=f"reference/{kind}", block_ms=self.block_ms,
+                           backoff=Backoff(initial=0.05, cap=0.5, jitter=0.0))
             feed = _CacheFeed(self.cache, kind)
             self.feeds.append(feed)
             inf.add_event_handler(feed)
@@ -187,6 +192,10 @@ class ReferenceCache:
                           pod_groups={_key(g): g for g in self.informers["PodGroup"].store.list()})
             return d, truth, self.pod_events.drain()
         return self.loop.call(take, timeout=30)
+
+    def digest(self) -> dict:
+        """The reference cache's digest alone (taken just before the instances are asked)."""
+        return self.loop.call(self.cache.digest, timeout=30)
 
     def handler_errors(self) -> int:
         return sum(f.errors for f in self.feeds)
@@ -242,9 +251,12 @@ class OracleHub:
         self.since: dict[tuple[str, int], int] = {}
         self.error: str | None = None
         self.consistency: dict[str, Any] | None = None
+        self._before: dict | None = None     # the reference digest at the start of a sampling window
         self._decisions_file = None
+        self._divergence_file = None
         if out is not None:
             self._decisions_file = open(f"{out}/decisions.jsonl", "w", encoding="utf-8")
+            self._divergence_file = open(f"{out}/divergence.jsonl", "w", encoding="utf-8")
 
     def start(self) -> "OracleHub":
         try:
@@ -278,17 +290,54 @@ class OracleHub:
                 self._decisions_file.write(json.dumps(d, default=str) + "\n")
         return out
 
+    def before_sample(self) -> None:
+        """Called just before the instances' digests are requested: the truth at the start of the
+        sampling window (see oracles.task_diff)."""
+        self._before = None
+        if self.ref is None:
+            return
+        try:
+            self._before = self.ref.digest()
+        except Exception as e:  # noqa: BLE001 — then the tick judges against the end of the window only
+            log.debug("reference digest before sampling: %s", e)
+
     def tick(self, t: float, digests: dict, stats: dict, slots) -> dict[str, dict]:
         if self.ref is None:
             return {}
         try:
             decisions = self._pull_decisions(slots)
             ref_digest, truth, events = self.ref.sample()
-            return self.oracles.tick(t, digests, stats, ref_digest, truth, events, decisions)
+            before, self._before = self._before, None
+            rows = self.oracles.tick(t, digests, stats, ref_digest, truth, events, decisions,
+                                     reference_before=before)
+            self._write_divergence(t, digests, ref_digest, before, truth)
+            return rows
         except Exception as e:  # noqa: BLE001 — a broken oracle must not stop the run
             self.error = f"oracle tick failed: {type(e).__name__}: {e}"
             log.exception("oracle tick")
             return {}
+
+    def _write_divergence(self, t: float, digests: dict, ref: dict, before: dict | None, truth) -> None:
+        """divergence.jsonl: the tasks behind each tick's cache_divergence (at most
+        DIVERGENCE_EXAMPLES per instance and tick), so a reader can see what diverged and how."""
+        import json
+        if self._divergence_file is None:
+            return
+        counted = self.oracles.divergence.last_counted
+        if not any(counted.get(n) for n in digests):
+            return
+        names = {(p.get("metadata") or {}).get("uid"): k for k, p in truth.pods.items()}
+        rt, bt = ref.get("tasks") or {}, (before or {}).get("tasks") or {}
+        for inst in sorted(digests):
+            uids = sorted(counted.get(inst) or ())
+            it = digests[inst].get("tasks") or {}
+            for uid in uids[:DIVERGENCE_EXAMPLES]:
+                self._divergence_file.write(json.dumps(
+                    {"t": round(t, 3), "instance": inst, "pod": names.get(uid), "uid": uid,
+                     "instance_state": it.get(uid), "reference": rt.get(uid),
+                     "reference_before": bt.get(uid) if before is not None else "n/a",
+                     "of": len(uids)}) + "\n")
+        self._divergence_file.flush()
 
     def finish(self) -> None:
         if self.ref is None:
@@ -316,8 +365,9 @@ class OracleHub:
                 "divergence_t": self.oracles.divergence_t[-2000:]}
 
     def stop(self) -> None:
-        if self._decisions_file is not None:
-            self._decisions_file.close()
-            self._decisions_file = None
+        for f in (self._decisions_file, self._divergence_file):
+            if f is not None:
+                f.close()
+        self._decisions_file = self._divergence_file = None
         if self.ref is not None:
             self.ref.stop()

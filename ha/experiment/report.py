@@ -286,13 +286,16 @@ def write_report(path: str | Path) -> Path:
         lines += ["", "## Convergence after the last fault", "",
                   f"Last fault ended at {_fmt(conv.get('last_fault_s'))} s; verdict: "
                   f"**{'ok' if conv.get('ok') else 'NOT ok' if conv.get('ok') is False else 'n/a'}** "
-                  f"(every live instance's cache_divergence back to 0 within {_fmt(conv.get('within_s'))} s"
+                  f"(every live instance's {conv.get('column') or 'cache_divergence'} back to 0 for good within {_fmt(conv.get('within_s'))} s, "
+                  f"then 0 for at least {_fmt(conv.get('min_quiet_s'))} s"
                   + (f", API server = replay of its event stream: {conv.get('api_consistency_ok')}"
                      if "api_consistency_ok" in conv else "") + ").", "",
-                  "| instance | seconds to 0 | settled (s) | max after | final | reason |", "|---|---:|---:|---:|---:|---|"]
+                  "| instance | first 0 (s) | settled (s) | quiet tail (s) | max after | final | reason |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
         for n, v in (conv.get("instances") or {}).items():
             lines.append(f"| {n} | {_fmt(v.get('seconds'))} | {_fmt(v.get('settled_s'))} | "
-                         f"{_fmt(v.get('max_after'))} | {_fmt(v.get('final'))} | {v.get('reason', '')} |")
+                         f"{_fmt(v.get('quiet_s'))} | {_fmt(v.get('max_after'))} | {_fmt(v.get('final'))} | {v.get('reason', '')} |")
+    lines += _divergence_kinds(out)
     if windows:
         lines += ["", "## Chaos", ""]
         for label, a, b in windows:
@@ -308,16 +311,76 @@ def write_report(path: str | Path) -> Path:
 HEADLINE_KEY_SKIP = "examples"
 
 
+def divergence_kinds(path: Path) -> list[dict[str, Any]]:
+    """divergence.jsonl grouped by how the instance differed from the reference (its status and
+    the reference's, and whether the node differs): task-ticks, instances, the first and last time,
+    an example pod; most frequent first. Unreadable lines are skipped."""
+    import json
+    groups: dict[tuple, dict[str, Any]] = {}
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError:
+        return []
+    with fh:
+        for line in fh:
+            try:
+                d = json.loads(line)
+                mine, ref = d.get("instance_state"), d.get("reference")
+                if not d.get("instance") or (mine is None and ref is None):
+                    continue
+                ms = (mine or ["(absent)"])[0]
+                rs = (ref or ["(absent)"])[0]
+                same_node = bool(mine and ref and len(mine) > 1 and len(ref) > 1 and mine[1] == ref[1])
+                key = (ms, rs, "—" if not (mine and ref) else "same node" if same_node else "other node")
+                g = groups.setdefault(key, {"instance_status": ms, "reference_status": rs, "node": key[2],
+                                            "task_ticks": 0, "instances": set(), "first_t": d["t"],
+                                            "last_t": d["t"], "example": d.get("pod")})
+                g["task_ticks"] += 1
+                g["instances"].add(d.get("instance"))
+                g["first_t"], g["last_t"] = min(g["first_t"], d["t"]), max(g["last_t"], d["t"])
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue
+    out = sorted(groups.values(), key=lambda g: -g["task_ticks"])
+    for g in out:
+        g["instances"] = sorted(x for x in g["instances"] if x)
+    return out
+
+
+def _divergence_kinds(out: Path, top: int = 8) -> list[str]:
+    kinds = divergence_kinds(out / "divergence.jsonl")
+    if not kinds:
+        return []
+    lines = ["", "## What diverged", "",
+             "From `divergence.jsonl` (each diverged task per instance and tick, up to 25 per tick): "
+             "how the instance's cache differed from the up-to-date reference.", "",
+             "| instance holds | reference holds | node | task-ticks | instances | first (s) | last (s) | e.g. |",
+             "|---|---|---|---:|---|---:|---:|---|"]
+    for g in kinds[:top]:
+        lines.append(f"| {g['instance_status']} | {g['reference_status']} | {g['node']} | {g['task_ticks']} | "
+                     f"{', '.join(g['instances'])} | {_fmt(g['first_t'])} | {_fmt(g['last_t'])} | `{g['example']}` |")
+    if len(kinds) > top:
+        lines.append(f"| … {len(kinds) - top} more kinds | | | | | | | |")
+    return lines
+
+
 def _write_convergence(res: Results, windows, out: Path) -> dict[str, Any] | None:
     """Adds ``convergence`` (oracles.convergence: seconds from the end of the last fault to
     cache_divergence 0, per live instance, plus the API-consistency verdict) to metrics.json."""
     import json
-    from ha.experiment.oracles import convergence
+    from ha.experiment.oracles import CONVERGENCE_WITHIN_S, convergence
+    from ha.experiment.units import parse_duration
     if not res.timeseries:
         return None
     ends = [b if b is not None else a for _, a, b in windows]
     oracles = res.metrics.get("oracles") if isinstance(res.metrics.get("oracles"), dict) else {}
-    conv = convergence(res.timeseries, max(ends) if ends else None,
+    within = CONVERGENCE_WITHIN_S
+    measure = (res.metrics.get("experiment") or {}).get("measure") or {}
+    if measure.get("converge_within") is not None:
+        try:
+            within = parse_duration(measure["converge_within"])
+        except Exception:  # noqa: BLE001 — a hand-edited metrics.json: keep the default
+            pass
+    conv = convergence(res.timeseries, max(ends) if ends else None, within_s=within,
                        api_consistency=(oracles or {}).get("api_consistency"))
     res.metrics["convergence"] = conv
     try:

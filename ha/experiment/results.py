@@ -40,7 +40,9 @@ TIMESERIES_COLUMNS = (
     + ["staleness_p50_ms", "staleness_p99_ms", "staleness_max_ms"]
     # oracles (ha.experiment.oracles.ORACLE_COLUMNS): vs the reference cache; cumulative counters
     + ["cache_divergence", "resource_drift", "overcommit_nodes", "allocation_drift",
-       "wasted_evictions", "cyclic_evictions", "partial_gang_binds"]
+       "wasted_evictions", "cyclic_evictions", "partial_gang_binds",
+       # of cache_divergence, the tasks whose wrong state the instance already held a tick ago
+       "cache_divergence_persistent"]
 )
 
 # DESIGN.md "Metrics" (all of them; a summary holds those measured so far)

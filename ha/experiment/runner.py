@@ -115,6 +115,32 @@ class FailoverEvent:
     at_wall: float
     new_leader: str | None = None
     recovery_s: float | None = None
+    resumed_wall: float | None = None   # a pause: when SIGCONT came (then the old leader renews or yields)
+    no_takeover: bool = False           # a pause the leader survived: nobody took over in time
+
+
+def match_failover(ev: FailoverEvent, stats: dict[str, dict], window_end: float | None, now: float) -> None:
+    """Resolve a leader loss from the instances' stats: the first instance that became leader after
+    it and has bound since gives ``new_leader`` and ``recovery_s``. A pause with a window (see
+    ``_pause_window_end``) only matches a takeover inside it; past the window with none, the paused
+    leader kept its lease (``no_takeover``) and there is nothing to time."""
+    if ev.recovery_s is not None or ev.no_takeover:
+        return
+    took_over = False
+    for name, st in stats.items():
+        if name == ev.instance and ev.cause == "kill":
+            continue
+        first = st.get("first_bind_after_leading_at")
+        became = st.get("became_leader_at")
+        if not became or became < ev.at_wall - 1e-3 or (window_end is not None and became > window_end):
+            continue
+        took_over = True
+        if st.get("is_leader") and first and first >= ev.at_wall:
+            ev.new_leader = name
+            ev.recovery_s = round(first - ev.at_wall, 3)
+            return
+    if window_end is not None and now > window_end and not took_over:
+        ev.no_takeover = True
 
 
 @dataclass
@@ -126,7 +152,7 @@ class RunOutcome:
 
 
 _COUNTERS = ("binds", "bind_conflicts", "bind_errors", "evictions", "evict_errors", "sessions",
-             "status_writes", "errors")
+             "status_writes", "errors", "elections_lost", "fatal_cache_errors")
 
 
 class ExperimentRunner:
@@ -163,6 +189,7 @@ class ExperimentRunner:
         self._timers: list[tuple[float, int, str, Any]] = []   # (t, seq, action, payload)
         self._seq = 0
         self.leader: str | None = None
+        self.lease_record: dict[str, Any] | None = None   # the Lease at the end (leader_changes)
         self.elapsed_s = 0.0
         self.oracle_hub = None       # reference cache + oracles (started with the actors)
         # chaos engine (built in _start_actors): schedule, proxies + their loop thread, nemesis
@@ -410,6 +437,8 @@ class ExperimentRunner:
     def _sample(self, t: float) -> None:
         import ray
         live = [s for s in self.slots.values() if s.alive and not s.paused]
+        if self.oracle_hub:
+            self.oracle_hub.before_sample()
         refs = {}
         for s in live:
             refs[s.name] = (s.actor.digest.remote(), s.actor.stats.remote(staleness_window="runner"))
@@ -472,20 +501,18 @@ class ExperimentRunner:
             self.writer.add_row(row)
         self.writer.flush()
 
+    def _pause_window_end(self, ev: FailoverEvent) -> float | None:
+        """A paused leader that is resumed renews within a retry period or yields; a takeover that
+        starts later belongs to some other leader loss, not to this pause."""
+        if ev.cause != "pause" or ev.resumed_wall is None:
+            return None
+        lease = self.exp.schedulers.lease
+        return ev.resumed_wall + lease.duration + lease.retry
+
     def _check_failovers(self, stats: dict[str, dict]) -> None:
+        now = time.time()
         for ev in self.failovers:
-            if ev.recovery_s is not None:
-                continue
-            for name, st in stats.items():
-                if name == ev.instance and ev.cause == "kill":
-                    continue
-                first = st.get("first_bind_after_leading_at")
-                became = st.get("became_leader_at")
-                if st.get("is_leader") and first and became and became >= ev.at_wall - 1e-3 \
-                        and first >= ev.at_wall:
-                    ev.new_leader = name
-                    ev.recovery_s = round(first - ev.at_wall, 3)
-                    break
+            match_failover(ev, stats, self._pause_window_end(ev), now)
 
     # -- chaos -------------------------------------------------------------------------------
 
@@ -546,6 +573,10 @@ class ExperimentRunner:
             except ProcessLookupError:
                 slot.alive = False
             slot.paused = False
+            for ev in reversed(self.failovers):
+                if ev.cause == "pause" and ev.instance == name and ev.resumed_wall is None:
+                    ev.resumed_wall = time.time()
+                    break
         return f"SIGCONT {name} (pid {slot.pid})"
 
     def _carry(self, slot: InstanceSlot) -> None:
@@ -719,6 +750,7 @@ class ExperimentRunner:
                     slot.last_stats = ray.get(slot.actor.stats.remote(), timeout=10)
                 except Exception:  # noqa: BLE001
                     pass
+        self.lease_record = self._read_lease()
         if self.cluster_actor is not None:
             try:
                 self.cluster_stats = ray.get(self.cluster_actor.stats.remote(), timeout=10)
@@ -726,6 +758,26 @@ class ExperimentRunner:
                 self.cluster_stats = None
         if self.oracle_hub is not None:
             self.oracle_hub.finish()    # the API server vs the replay of its own event stream
+
+    def _read_lease(self) -> dict[str, Any] | None:
+        """The election's Lease as the run leaves it (before the instances stop). Sampling
+        ``is_leader`` every tick misses a term that ends and restarts between two ticks; the
+        Lease's ``leaseTransitions`` counts every change of holder."""
+        if self.exp.schedulers.mode == "active-active" or not self.slots:
+            return None
+        cfg = next(iter(self.slots.values())).config
+        try:
+            api = self._api()
+            try:
+                lease = api.get("Lease", cfg.lease_name, cfg.lease_namespace)
+            finally:
+                api.close()
+        except Exception as e:  # noqa: BLE001 — no lease (never elected) or Redis gone
+            log.info("reading the lease: %s", e)
+            return None
+        spec = lease.get("spec") or {}
+        return {"holder": spec.get("holderIdentity") or "",
+                "lease_transitions": int(spec.get("leaseTransitions") or 0)}
 
     def _cleanup(self) -> None:
         """Stop everything this run started, each by its own handle; never raises."""
@@ -799,6 +851,16 @@ class ExperimentRunner:
         if losses:
             # the slowest failover of the run; null if a leader loss never recovered in the run
             s["failover_recovery_s"] = max(recovered) if len(recovered) == len(losses) else None
+        # extensions (not in DESIGN.md's table): flapping and its causes. leader_changes = times
+        # the Lease changed hands (a restarted instance comes back under a new identity, so its
+        # new term counts); lease_losses = terms ended by the renew deadline; fatal_cache_errors
+        # = modelled klog.Fatalf crashes (each restarts its instance)
+        if self.lease_record is not None:
+            s["leader_changes"] = self.lease_record["lease_transitions"]
+        if self.slots and any(sl.last_stats or sl.carried for sl in self.slots.values()):
+            if self.exp.schedulers.mode != "active-active":
+                s["lease_losses"] = sum(sl.total("elections_lost") for sl in self.slots.values())
+            s["fatal_cache_errors"] = sum(sl.total("fatal_cache_errors") for sl in self.slots.values())
         stale = {n: {k: sl.staleness.get(k) for k in ("p50", "p99", "max", "n")}
                  for n, sl in self.slots.items() if sl.staleness}
         if stale:

@@ -12,7 +12,10 @@ What is kept from client-go, on purpose:
   differences — which the scalable :class:`~ha.runtime.clock.ScaledClock` lets chaos reproduce;
 * the leader renews every ``RetryPeriod``; when it cannot renew for ``RenewDeadline`` it stops
   leading; ``OnStoppedLeading`` is always called when the elector exits, even if it never led;
-* ``leaseTransitions`` increments when the holder changes; ``ReleaseOnCancel`` empties the holder.
+* ``leaseTransitions`` increments when the holder changes; ``ReleaseOnCancel`` empties the holder
+  on a graceful stop only: a process that crashes (Volcano's ``klog.Fatalf``, an OOM kill) runs no
+  release, so :meth:`LeaderElector.abandon` makes the elector exit the same way — its lease stays
+  held until the other candidates see it expire.
 
 No fencing in client-go ("does not guarantee that only one client is acting as a leader"). The
 testbed adds an optional *fence* (:meth:`LeaderElector.fence`): the (holder, leaseTransitions) pair
@@ -128,6 +131,7 @@ class LeaderElector:
         self._reported_leader: str | None = None
         self._fence: Fence | None = None
         self._lead_task: asyncio.Task | None = None
+        self._abandoned = False                   # crashed: exit without ReleaseOnCancel
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -143,6 +147,13 @@ class LeaderElector:
     def fence(self) -> Fence | None:
         """The fence of the current term, or None when not leading."""
         return self._fence if self._leading else None
+
+    def abandon(self) -> None:
+        """The process is crashing: when ``run()`` is cancelled next, skip ReleaseOnCancel (os.Exit
+        runs no deferred release). Without this an in-process restart gave its lease back and
+        re-won it within milliseconds under a new identity, skipping the lease expiry that every
+        real crash costs."""
+        self._abandoned = True
 
     # -- the loop ----------------------------------------------------------------------------
     async def run(self) -> None:
@@ -163,7 +174,7 @@ class LeaderElector:
             self._leading = False
             if was_leading:
                 self.stats.lost += 1
-                if self.config.release_on_cancel:
+                if self.config.release_on_cancel and not self._abandoned:
                     try:
                         await asyncio.shield(self._release())
                     except Exception:  # release is best effort (the lease expires anyway)

@@ -469,6 +469,10 @@ class SchedulerInstance:
                 return
             log.warning("%s: restarting (%s)", self.cfg.name, reason)
             self.restarts += 1
+            if self.elector is not None:
+                # a crash (Volcano: klog.Fatalf → exit) releases nothing: the lease stays held
+                # until it expires, then any candidate — this one under a new identity — takes it
+                self.elector.abandon()
             await self._teardown()
             self._incarnation += 1
             await self._boot()

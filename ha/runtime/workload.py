@@ -66,7 +66,8 @@ class WorkloadConfig:
         qs = tuple(wl.queues) or tuple(queues or ("default",))
         return cls(rate_per_s=wl.rate, arrivals=wl.arrivals, gang_size=tuple(wl.gang_size),
                    runtime_s=tuple(wl.runtime), queues=qs, priority_classes=dict(wl.priority_classes),
-                   request=dict(wl.request), namespace=wl.namespace, duration_s=duration_s,
+                   request=dict(wl.request), namespace=wl.namespace,
+                   duration_s=duration_s if getattr(wl, "until", None) is None else min(wl.until, duration_s),
                    max_gangs=wl.max_gangs, scheduler_name=scheduler_name)
 
 

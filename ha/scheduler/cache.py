@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTATION, PIPELINED_NODE_ANNOTATION,
+from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTATION, GROUP_NAME_ANNOTATION,
+                              PIPELINED_NODE_ANNOTATION,
                               PIPELINED_STATUS_ANNOTATION, POD_REASON_SCHEDULER_ERROR, CacheError, ClusterInfo,
                               FatalCacheError, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskNodeError, TaskStatus,
                               job_terminated)
@@ -228,23 +229,34 @@ class SchedulerCache:
         uid, name, node and status (the common update: annotations, conditions), the stored task
         is swapped for the new one in place (``_replace_task``): the same resulting state as
         delete + add (tests/scheduler/test_cache_update_fastpath.py), without unwinding and
-        redoing the job's bookkeeping."""
-        job_id, uid = self._job_and_uid(old)
+        redoing the job's bookkeeping. (Once per informer event: look-ups done once.)"""
+        omd = old.get("metadata") or _EMPTY
+        nmd = new.get("metadata") or _EMPTY
+        ns = omd.get("namespace", "")
+        gn = (omd.get("annotations") or _EMPTY).get(GROUP_NAME_ANNOTATION)
+        job_id = f"{ns}/{gn}" if gn else ""
+        uid = omd.get("uid") or f"{ns}-{omd.get('name', '')}"
         job = self.jobs.get(job_id)
         prev = job.tasks.get(uid) if job is not None else None
         if not (new.get("spec") or _EMPTY).get("nodeName"):
-            ids = self._job_and_uid(new)
-            if ids == (job_id, uid):   # _allocated_pod_in_cache(new) with the lookup done
+            # _allocated_pod_in_cache(new), with the look-up of old reused when new has its ids
+            nuid = nmd.get("uid")
+            if (nuid and nuid == uid and nmd.get("namespace", "") == ns
+                    and (nmd.get("annotations") or _EMPTY).get(GROUP_NAME_ANNOTATION) == gn):
                 t = prev
             else:
-                j = self.jobs.get(ids[0])
-                t = j.tasks.get(ids[1]) if j is not None else None
+                nj, nu = self._job_and_uid(new)
+                if (nj, nu) == (job_id, uid):
+                    t = prev
+                else:
+                    j = self.jobs.get(nj)
+                    t = j.tasks.get(nu) if j is not None else None
             if t is not None and (t.status in _ALLOCATED or (
                     t.status == PIPELINED and self.switches.informer_guard_pipelined)):
                 self.stats["ignored_updates"] += 1
                 return
-        if not (_md(new).get("ownerReferences")) and _md(old).get("ownerReferences"):
-            new.setdefault("metadata", {})["ownerReferences"] = _md(old)["ownerReferences"]
+        if not nmd.get("ownerReferences") and omd.get("ownerReferences"):
+            new.setdefault("metadata", {})["ownerReferences"] = omd["ownerReferences"]
         try:
             ti = self.new_task_info(new, _same_request(prev, new))
         except Exception:
@@ -294,9 +306,12 @@ class SchedulerCache:
 
     def update_pod(self, old: dict, new: dict) -> None:
         """UpdatePod, with FilteringResourceEventHandler's add/delete translation."""
-        old_ok = self._responsible_for_pod(old) if old is not None else False
-        new_ok = self._responsible_for_pod(new)
-        if not new_ok:
+        names = self.scheduler_names
+        # _responsible_for_pod(old) and (new), inlined (once per informer event)
+        spec = (old.get("spec") or _EMPTY) if old is not None else None
+        old_ok = spec is not None and (spec.get("schedulerName") in names or bool(spec.get("nodeName")))
+        spec = new.get("spec") or _EMPTY
+        if not (spec.get("schedulerName") in names or spec.get("nodeName")):
             if old_ok:
                 self.delete_pod(old)
             else:
@@ -527,6 +542,50 @@ class SchedulerCache:
             self.stats["fatal"] += 1
             raise
 
+    # ---- S4 fix (switch unpipeline_on_replace) --------------------------------------------------
+    def _release_pipelined(self, task: TaskInfo):
+        """The node part of UnPipeline for a cache task held Pipelined: take it off its node
+        (Pipelined -= r) and clear its node, nomination and hyper node. Returns the undo, which
+        puts the reservation back (call it after the status is Pipelined again). A node that is
+        gone holds no reservation: nothing to release there."""
+        node_name, nnn, hyper = task.node_name, task.nominated_node_name, task.job_allocated_hyper_node
+        node = self.nodes.get(node_name) if node_name else None
+        stored = node.tasks.get(f"{task.namespace}/{task.name}") if node is not None else None
+        held = stored is not None and stored.uid == task.uid
+        if held:
+            node.remove_task(task)
+        task.node_name = task.nominated_node_name = task.job_allocated_hyper_node = ""
+
+        def undo() -> None:
+            task.node_name, task.nominated_node_name, task.job_allocated_hyper_node = node_name, nnn, hyper
+            if held and self.nodes.get(node_name) is node:
+                node.add_task(task)   # Pipelined branch of AddTask: no fit check
+        return undo
+
+    def _replace_pipelined(self, job: JobInfo, task: TaskInfo, node: NodeInfo, status: TaskStatus) -> None:
+        """Put the cache task on ``node`` with ``status`` (Pipelined or Binding) through AddTask,
+        never UpdateTask (whose failure is klog.Fatalf, S4). A task the cache holds Pipelined —
+        on another node, or on this one — is first un-pipelined from its node, so the new
+        placement is checked against what that node really has. If AddTask fails (a task placed
+        elsewhere: "already on different node"; Binding that no longer fits Idle) the status and
+        the old reservation are restored and the TaskNodeError raised: the caller's error path
+        runs, as AddBindTask's did in v1.14.0."""
+        original = task.status
+        undo = self._release_pipelined(task) if original == PIPELINED else None
+        try:
+            job.update_task_status(task, status)
+            node.add_task(task)
+        except CacheError:
+            job.update_task_status(task, original)
+            if undo is not None:
+                try:
+                    undo()
+                except CacheError as e:   # not expected under the lock; reconcile from the API
+                    self._error(f"Task <{task.namespace}/{task.name}> will be resynchronized after "
+                                f"failing to restore its reservation: {e}")
+                    self.resync_task(task)
+            raise
+
     # ==== pipeline (PR #5045 / seed 003 / PR #5663) ==============================================
     def pipeline(self, task_info: TaskInfo, node_name: str) -> None:
         """Cache.Pipeline. What it does depends on the switches:
@@ -538,6 +597,10 @@ class SchedulerCache:
         * only ``sync_nominated_node`` (PR #5663 "nomination-only"): no reservation in the cache,
           only the nomination (cache task field + status write);
         * none (v1.14.0): nothing — ``Statement.pipeline`` has an empty body.
+
+        With ``unpipeline_on_replace`` (S4 fix) the cache change goes through
+        ``_replace_pipelined``: a task already Pipelined (on another node, say) is un-pipelined
+        from its old node first, and a failure is an error, not klog.Fatalf.
         """
         sw = self.switches
         persist = sw.cache_pipeline or sw.annotation_persistence
@@ -548,7 +611,9 @@ class SchedulerCache:
             node = self.nodes.get(node_name)
             if node is None:
                 raise CacheError(f"failed to pipeline Task {task.uid} to host {node_name}, host does not exist")
-            if persist:
+            if persist and sw.unpipeline_on_replace:
+                self._replace_pipelined(job, task, node, PIPELINED)   # S4: un-pipeline, then AddTask
+            elif persist:
                 original = task.status
                 job.update_task_status(task, PIPELINED)
                 try:
@@ -589,10 +654,11 @@ class SchedulerCache:
             job.update_task_status(task, PENDING)
             if original_node:
                 node = self.nodes.get(original_node)
-                if node is None:
+                if node is None and not sw.unpipeline_on_replace:
                     job.update_task_status(task, original)
                     raise CacheError(f"failed to unpipeline Task {task.uid}, host {original_node} does not exist")
-                node.remove_task(task)
+                if node is not None:   # (unpipeline_on_replace: a node that is gone reserves nothing)
+                    node.remove_task(task)
             task.node_name = ""
             task.nominated_node_name = ""
             task.job_allocated_hyper_node = ""
@@ -657,7 +723,10 @@ class SchedulerCache:
     def add_bind_task(self, bind_context: TaskInfo | BindContext) -> None:
         """AddBindTask: cache task → Binding and onto the node (Binding branch: must fit Idle);
         on error the status is reverted and the error raised. Then the bind is queued (and, in
-        "sync" bind_mode, executed at once)."""
+        "sync" bind_mode, executed at once). With ``unpipeline_on_replace`` a Pipelined cache task
+        is un-pipelined from its node first, then added as Binding (``_replace_pipelined``): the
+        target may differ from the pipelined node, and Idle that shrank is an error, not Fatalf;
+        any other task already on the node gets AddTask's "already on node" error, as in v1.14.0."""
         ctx = bind_context if isinstance(bind_context, BindContext) else BindContext(bind_context)
         sw = self.switches
         with self._locked_then_write() as later:
@@ -668,14 +737,20 @@ class SchedulerCache:
                                  f"host does not exist")
             original = task.status
             original_nnn = task.nominated_node_name
-            job.update_task_status(task, BINDING)
+            # S4: a Pipelined task is un-pipelined from wherever it is, then added as Binding
+            replace = sw.unpipeline_on_replace and original == PIPELINED
+            if not replace:
+                job.update_task_status(task, BINDING)
             clears_nomination = sw.cache_pipeline or sw.sync_nominated_node
             if clears_nomination:
                 task.nominated_node_name = ""
                 ctx.task_info.nominated_node_name = ""
             on_node = f"{task.namespace}/{task.name}" in node.tasks
             try:
-                if on_node and (sw.update_task_on_bind or sw.annotation_persistence):
+                if replace:
+                    self._replace_pipelined(job, task, node, BINDING)
+                elif on_node and (sw.update_task_on_bind or sw.annotation_persistence) \
+                        and not sw.unpipeline_on_replace:   # (S4 fix: never UpdateTask here)
                     self._node_update_task(node, task)
                 else:
                     node.add_task(task)
@@ -683,7 +758,8 @@ class SchedulerCache:
                 if clears_nomination:
                     task.nominated_node_name = original_nnn
                     ctx.task_info.nominated_node_name = original_nnn
-                job.update_task_status(task, original)
+                if not replace:   # (_replace_pipelined restored status and reservation itself)
+                    job.update_task_status(task, original)
                 raise
             pod_nnn = (task.pod.get("status") or _EMPTY).get("nominatedNodeName") or ""
             if sw.nominate_for_expectation:

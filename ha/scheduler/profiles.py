@@ -1,6 +1,11 @@
 """Behaviour switches and named profiles (DESIGN.md "Behaviour switches and profiles").
 
 Each part of each proposed fix is one switch so that an experiment can turn one on at a time.
+
+Profiles ``v1.14``, ``pr5045``, ``pr5045-fixed``, ``annotations`` and ``nomination-only`` are the
+DESIGN.md contract and keep their meaning. ``pr5045-s4fixed`` extends that contract: it is
+``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for volcano-semantics.md S4 (a task the
+cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler).
 """
 from __future__ import annotations
 
@@ -26,6 +31,15 @@ class Switches:
     informer_guard_pipelined: bool = False  # ignore pod updates without nodeName for Pipelined tasks
     reconstruct_pipelined: bool = False     # getTaskStatus: Pending + no nodeName + nominatedNodeName -> Pipelined (Problem 4)
     update_task_on_bind: bool = False       # AddBindTask of a pipelined task uses UpdateTask (Problem 5)
+    # S4 fix (testbed; the seed's intent — a stale reservation is un-pipelined, then re-placed):
+    # Cache.Pipeline / AddBindTask of a task the cache holds Pipelined (on another node, or on the
+    # same node where it no longer fits) first un-pipelines it from its old node (releases the
+    # reservation as UnPipeline does), then applies the new operation with AddTask; if that fails
+    # the old reservation is restored and an error returned — never klog.Fatalf. Neither path
+    # uses NodeInfo.UpdateTask any more (overrides update_task_on_bind): a task the cache already
+    # holds placed (bound meanwhile) gets AddTask's error, as in v1.14.0. UnPipeline of a task
+    # whose node is gone just returns it to Pending.
+    unpipeline_on_replace: bool = False
     # alternatives
     annotation_persistence: bool = False    # seed 003: pipelined state in pod annotations instead
     nominate_for_expectation: bool = False  # KEP-5278: set nominatedNodeName when a bind starts
@@ -57,6 +71,8 @@ PROFILES: dict[str, Switches] = {
     # the PR as coded at 2053c7114: everything in seed 000 except self-exclusion (S1)
     "pr5045": _PR5045,
     "pr5045-fixed": replace(_PR5045, self_exclusion=True),
+    # extension of the DESIGN.md contract: pr5045-fixed + the S4 fix
+    "pr5045-s4fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True),
     # seed 003: pipelined state persisted in annotations, rebuilt from them
     "annotations": Switches(annotation_persistence=True, three_way_commit=True, pipelined_first=True,
                             repipeline_guard=True, self_exclusion=True),

@@ -62,6 +62,8 @@ def _shapes() -> list[tuple[str, dict]]:
     variant("nnn-empty", lambda p: p["status"].__setitem__("nominatedNodeName", ""))
     variant("nnn-before-conds", lambda p: p.__setitem__("status", {
         "nominatedNodeName": "n3", "phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}))
+    variant("gates-empty", lambda p: p["spec"].__setitem__("schedulingGates", []))
+    variant("gates-none", lambda p: p["spec"].__setitem__("schedulingGates", None))
     variant("node-none", lambda p: p["spec"].__setitem__("nodeName", None))
     variant("node-missing", lambda p: p["spec"].pop("nodeName", None))
     variant("floats-ints-nils-empties", lambda p: (

@@ -5,6 +5,7 @@ import asyncio
 import gc
 
 from cluster_state.aio import AsyncApiClient
+from cluster_state.delivery import DelayHook
 from cluster_state.informer import INSTANCE_GC_THRESHOLD, Informer, instance_gc_options
 
 from .helpers import pod
@@ -34,9 +35,10 @@ def test_gc_threshold_option(redis_url, key_prefix):
     assert len(INSTANCE_GC_THRESHOLD) == 3 and INSTANCE_GC_THRESHOLD[0] > saved[0]
 
 
-def test_gc_refreeze_every(redis_url, key_prefix, monkeypatch):
-    """With freeze_gc_on_sync + gc_refreeze_every=N the informer re-freezes after every N
-    delivered events (and not before it synced); without freeze_gc_on_sync it never does."""
+def test_gc_refreeze_every_on_the_queued_path(redis_url, key_prefix, monkeypatch):
+    """Deliveries through the FIFO and a hook: with freeze_gc_on_sync + gc_refreeze_every=N the
+    informer re-freezes after every N delivered events (and not before it synced); without
+    freeze_gc_on_sync it never does."""
     saved = gc.get_threshold()
     calls: list[int] = []
     monkeypatch.setattr(Informer, "_refreeze", staticmethod(lambda: calls.append(1)))
@@ -46,8 +48,9 @@ def test_gc_refreeze_every(redis_url, key_prefix, monkeypatch):
     async def main():
         c = AsyncApiClient.from_url(redis_url, key_prefix)
         try:
+            # a (zero-delay) hook: pages are queued and delivered by the processor
             inf = Informer(c, "Pod", freeze_gc_on_sync=True, gc_refreeze_every=5, block_ms=50,
-                           watch_count=3)
+                           watch_count=3, hook=DelayHook(lambda d: 0.0))
             idle = Informer(c, "Pod", gc_refreeze_every=5, block_ms=50)   # no freeze: ignored
             assert idle.gc_refreeze_every is None
             await inf.start()
@@ -70,3 +73,54 @@ def test_gc_refreeze_every(redis_url, key_prefix, monkeypatch):
         gc.unfreeze()
     assert n == 12
     assert len(calls) == 2        # 12 events (+ the empty list): at >= 5 and >= 10
+
+
+def test_gc_chunks_on_the_direct_path(redis_url, key_prefix, monkeypatch):
+    """Pages applied by the reflector at once (pass-through hook): with the instance GC settings
+    a page goes in chunks of at most gc_refreeze_every entries, each after a collection of the
+    young generations, the automatic GC paused while its handlers run, the heap frozen after
+    it; before the informer synced nothing is frozen; without the settings GC is left alone."""
+    saved = gc.get_threshold()
+    log: list = []
+    monkeypatch.setattr(Informer, "_collect_young", staticmethod(lambda: log.append("collect")))
+    monkeypatch.setattr(Informer, "_freeze", staticmethod(lambda: log.append("freeze")))
+
+    def on_add(obj, initial):
+        log.append(("add", obj["metadata"]["name"], gc.isenabled()))
+
+    async def main(tag, **kw):
+        c = AsyncApiClient.from_url(redis_url, f"{key_prefix}-{tag}")
+        try:
+            inf = Informer(c, "Pod", block_ms=50, watch_count=1000, **kw)
+            inf.add_event_handler(on_add=on_add)
+            await inf.start()
+            assert await inf.wait_for_sync(30)
+            del log[:]
+            # 7 pods in one page (written before the watch reads them)
+            await inf.stop()
+            for i in range(7):
+                await c.create(pod(f"{tag}{i}"))
+            await inf.start()
+            for _ in range(400):
+                if len(inf.store.list()) == 7:
+                    break
+                await asyncio.sleep(0.025)
+            await inf.stop()
+            return len(inf.store.list())
+        finally:
+            await c.close()
+
+    try:
+        assert gc.isenabled()
+        n = asyncio.run(main("p", freeze_gc_on_sync=True, gc_refreeze_every=3))
+        assert gc.isenabled()
+    finally:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
+    assert n == 7
+    adds = [("add", f"p{i}", False) for i in range(7)]
+    assert log == (["collect", *adds[:3], "freeze", "collect", *adds[3:6], "freeze",
+                    "collect", *adds[6:], "freeze"])
+    del log[:]
+    n = asyncio.run(main("q"))   # default: GC untouched
+    assert n == 7 and log == [("add", f"q{i}", True) for i in range(7)]

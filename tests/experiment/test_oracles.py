@@ -78,6 +78,49 @@ def test_cache_divergence_status_spelling_does_not_matter():
     assert o.observe("a", {"u1": ["Pipelined", "n2"]}, {"u1": ["Pipelined", "n1"]}) == 1
 
 
+def test_cache_divergence_forgives_only_the_sampling_window():
+    # the truth moved between the reference taken before the instances were asked (before) and the
+    # one taken after (ref): an instance holding either state was up to date when it answered
+    before = {"u1": ["Pending", ""], "u2": ["Bound", "n2"], "u4": ["Running", "n1"]}
+    ref = {"u1": ["Binding", "n1"], "u2": ["Bound", "n2"], "u3": ["Pending", ""]}   # u3 new, u4 gone
+    o = CacheDivergence()
+    answered_early = {"u1": ["Pending", ""], "u2": ["Bound", "n2"], "u4": ["Running", "n1"]}
+    assert o.observe("a", answered_early, ref, before) == 0
+    assert o.observe("a", answered_early, ref) == 3                   # without the window: skew
+    # older than the window's start is divergence: u2 still Pending, u4 on a node it never was on
+    stale = {"u1": ["Pending", ""], "u2": ["Pending", ""], "u4": ["Running", "n2"], "u9": ["Pending", ""]}
+    assert o.observe("a", stale, ref, before) == 3                    # u2, u4 and the phantom u9
+
+
+def test_cache_divergence_gives_an_in_flight_decision_one_tick_then_counts_it():
+    ref = {"u1": ["Pending", ""], "u2": ["Pipelined", "n2"], "u3": ["Bound", "n1"]}
+    leader = {"u1": ["Binding", "n1"], "u2": ["Binding", "n2"], "u3": ["Bound", "n1"]}
+    o = CacheDivergence()
+    assert o.observe("leader", leader, ref) == 0          # binds written a moment ago, not yet seen
+    assert o.observe("leader", leader, ref) == 2          # still not in the API server: lost writes
+    assert o.observe("leader", {**leader, "u1": ["Pending", ""], "u2": ["Pipelined", "n2"]}, ref) == 0
+    # behind the truth is never forgiven: a standby that missed u3's bind counts at once
+    assert CacheDivergence().observe("standby", {**ref, "u3": ["Pending", ""]}, ref) == 1
+    # its bind landed but its own informer has not brought it back yet: Binding vs Bound, same node
+    o = CacheDivergence()
+    assert o.observe("leader", {**ref, "u3": ["Binding", "n1"]}, ref) == 0
+    assert o.observe("leader", {**ref, "u3": ["Binding", "n1"]}, ref) == 1   # never confirmed: counts
+    # a decision on a node the truth does not show is not "ahead": it contradicts the truth
+    assert CacheDivergence().observe("x", {**ref, "u3": ["Binding", "n2"]}, ref) == 1
+
+
+def test_persistent_divergence_counts_a_wrong_state_held_for_a_whole_tick():
+    ref1 = {"u1": ["Running", "n1"], "u2": ["Bound", "n2"]}
+    o = CacheDivergence()
+    assert o.observe("s", {"u1": ["Bound", "n1"], "u2": ["Pending", ""]}, ref1) == 2
+    assert o.last_persistent["s"] == 0                       # first sight: maybe in flight
+    ref2 = {"u1": ["Succeeded", "n1"], "u2": ["Running", "n2"]}
+    # u1 caught up one step (still behind, but moving); u2 is still Pending: stuck
+    assert o.observe("s", {"u1": ["Running", "n1"], "u2": ["Pending", ""]}, ref2) == 2
+    assert o.last_persistent["s"] == 1
+    assert o.observe("s", dict(ref2), ref2) == 0 and o.last_persistent["s"] == 0
+
+
 def test_pairwise_drift_per_pair():
     o = PairwiseDrift()
     out = o.observe({"a": {"u1": ["Bound", "n1"]}, "b": {"u1": ["Bound", "n1"]}, "c": {"u1": ["Pending", ""]}})
@@ -95,6 +138,17 @@ def test_resource_drift_counts_a_missing_reservation_as_a_fraction_of_capacity()
     assert o.observe("s", lost, ref, cap) == 0.5
     assert o.observe("s", ref, ref, cap) == 0.0
     assert o.summary()["max"] == 0.5
+
+
+def test_resource_drift_forgives_only_the_sampling_window():
+    cap = cluster_capacity([node("n1"), node("n2")])
+    before = {"n1": digest_nodes(4000), "n2": digest_nodes(4000)}
+    ref = {"n1": digest_nodes(0, pipelined_cpu=4000), "n2": digest_nodes(4000)}   # pipelined meanwhile
+    o = ResourceDrift()
+    assert o.observe("s", before, ref, cap, before) == 0.0
+    assert o.observe("s", before, ref, cap) == 1.0                     # idle and pipelined both off
+    wrong = {"n1": digest_nodes(2000), "n2": digest_nodes(4000)}                  # neither state
+    assert o.observe("s", wrong, ref, cap, before) == 0.25
 
 
 def test_resource_drift_absent_without_capacity():

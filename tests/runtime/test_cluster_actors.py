@@ -301,7 +301,9 @@ def test_leader_killed_hands_over_and_every_pod_ends_placed(ray_cluster, redis_u
         assert s_new["leader_transitions"] == 1 and s_new["lease_transitions"] >= 1
         assert s_new["observed_leader"] == s_new["identity"] and s_new["identity"].startswith(nl + "_")
         # the crashed leader came back (Ray max_restarts) as a standby with a fresh cache
-        assert _poll(lambda: (_stats({old: actors[old]})[old] or {}).get("synced"), timeout=60)
+        assert _poll(lambda: (_stats({old: actors[old]})[old] or {}).get("synced"), timeout=60), \
+            {k: v for k, v in (_stats({old: actors[old]})[old] or {}).items()
+             if k in ("pid", "restarts", "incarnation", "synced", "last_error", "errors", "informers")}
         s_old = _stats({old: actors[old]})[old]
         assert s_old["pid"] != old_pid and s_old["restarts"] == 1
         # the workload finishes arriving; every pod ends bound (Running/Succeeded)
@@ -412,3 +414,16 @@ async def test_kubelet_removes_a_terminating_pod_at_its_deletion_timestamp(redis
     await mirror.sync(block_ms=20)
     assert (ns, name) not in mirror.objects        # gone at deletionTimestamp, not 30 s later
     await _close(api)
+
+
+def test_workload_until_stops_arrivals_early_and_keeps_the_plan_prefix(tmp_path):
+    from ha.experiment.config import load_experiment
+    p = tmp_path / "x.yaml"
+    p.write_text("name: x\nduration: 60s\nworkload: {rate: 5/s, until: 20s}\n")
+    wl = WorkloadConfig.from_experiment(load_experiment(p).workload, duration_s=60.0)
+    assert wl.duration_s == 20.0
+    full = WorkloadGenerator(WorkloadConfig.from_experiment(
+        load_experiment(p).workload.model_copy(update={"until": None}), duration_s=60.0), seed=1).plan()
+    early = WorkloadGenerator(wl, seed=1).plan()
+    assert early and early[-1].arrival_s <= 20.0 < full[-1].arrival_s
+    assert early == full[:len(early)]          # the same arrivals, just none after `until`

@@ -195,6 +195,9 @@ def test_relative_path_in_message(tmp_path, monkeypatch):
     ("queues: [{name: q1}, {name: q1}]\n", "queues[1].name", "queue 'q1' is defined twice"),
     ("queues: [{name: q1, weight: 0}]\n", "queues[0].weight", "must be ≥ 1"),
     ("workload: {queues: [nope]}\n", "workload.queues[0]", "unknown queue 'nope'"),
+    ("workload: {until: 0s}\n", "workload.until", "must be > 0"),
+    ("duration: 10s\nworkload: {until: 20s}\n", "workload.until", "20s is after the end of the experiment (10s)"),
+    ("measure: {converge_within: 0s}\n", "measure.converge_within", "must be > 0"),
 ])
 def test_field_errors(tmp_path, text, path, problem):
     msg = errors_of(tmp_path, text)

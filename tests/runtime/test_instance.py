@@ -3,63 +3,14 @@ warm/cold standby, bind conflicts, shadow dry runs, fencing, restart with a fres
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from ha.errors import BadInput
 from ha.runtime.instance import InstanceConfig, SchedulerInstance
-from ha.runtime.workload import (WorkloadConfig, WorkloadGenerator, make_nodes, make_queue)
+from tests.runtime.instance_helpers import bound_nodes, create_jobs, instance_config, wait_for
 
-SHORT = dict(lease_duration=1.5, lease_renew_deadline=1.0, lease_retry=0.2)
 MANUAL = 3600.0   # a session period that never fires: tests call run_session() themselves
-
-
-def _cfg(name, redis_url, prefix, **kw):
-    base = dict(name=name, redis_url=redis_url, prefix=prefix, period_s=0.3, **SHORT)
-    base.update(kw)
-    return InstanceConfig(**base)
-
-
-async def _wait(pred, timeout=30.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = pred()
-        if asyncio.iscoroutine(r):
-            r = await r
-        if r:
-            return True
-        await asyncio.sleep(step)
-    return False
-
-
-@pytest.fixture
-def api(redis_url, key_prefix):
-    from cluster_state.client import ApiClient
-    c = ApiClient.from_url(redis_url, prefix=key_prefix)
-    for n in make_nodes(3, cpu="8", memory="32Gi", pods=110):
-        c.create(n)
-    c.create(make_queue("default"))
-    yield c
-    c.close()
-
-
-def _create_jobs(api, n_jobs=3, size=2, seed=0):
-    wl = WorkloadConfig(rate_per_s=100.0, gang_size=(size, size), runtime_s=(60, 60), max_gangs=n_jobs,
-                        duration_s=100.0)
-    gen = WorkloadGenerator(wl, seed)
-    keys = []
-    for job in gen.plan():
-        pg, pods = gen.objects(job)
-        api.create(pg)
-        for p in pods:
-            api.create(p)
-            keys.append(p["metadata"]["name"])
-    return keys
-
-
-def _bound(api):
-    return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in api.list("Pod").items}
 
 
 def test_config_is_validated():
@@ -73,13 +24,13 @@ def test_config_is_validated():
 
 
 async def test_leader_elected_warm_standby_only_leader_binds(api, redis_url, key_prefix, tmp_path):
-    names = _create_jobs(api)
-    insts = [SchedulerInstance(_cfg(f"scheduler-{i}", redis_url, key_prefix,
+    names = create_jobs(api)
+    insts = [SchedulerInstance(instance_config(f"scheduler-{i}", redis_url, key_prefix,
                                     delivery_log_dir=str(tmp_path))) for i in (1, 2)]
     for i in insts:
         await i.start()
     try:
-        assert await _wait(lambda: all(_bound(api).values()))
+        assert await wait_for(lambda: all(bound_nodes(api).values()))
         stats = [await i.stats() for i in insts]
         leaders = [s for s in stats if s["is_leader"]]
         assert len(leaders) == 1
@@ -94,7 +45,7 @@ async def test_leader_elected_warm_standby_only_leader_binds(api, redis_url, key
         async def same_tasks():
             a, b = await li.digest(), await si.digest()
             return len(a["tasks"]) == len(names) and a["tasks"] == b["tasks"]
-        assert await _wait(same_tasks)
+        assert await wait_for(same_tasks)
         d = await si.digest()
         assert set(d) >= {"tasks", "nodes", "rvs", "is_leader", "name"}
         assert set(d["rvs"]) == {"Pod", "Node", "PodGroup", "Queue", "PriorityClass"}
@@ -118,21 +69,21 @@ async def test_leader_elected_warm_standby_only_leader_binds(api, redis_url, key
 
 
 async def test_cold_standby_lists_only_when_elected(api, redis_url, key_prefix):
-    names = _create_jobs(api, n_jobs=2)
-    a = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, standby="cold"))
+    names = create_jobs(api, n_jobs=2)
+    a = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, standby="cold"))
     await a.start()
-    assert await _wait(a.is_leader)
-    assert await _wait(lambda: all(_bound(api).values()))
-    b = SchedulerInstance(_cfg("scheduler-2", redis_url, key_prefix, standby="cold"))
+    assert await wait_for(a.is_leader)
+    assert await wait_for(lambda: all(bound_nodes(api).values()))
+    b = SchedulerInstance(instance_config("scheduler-2", redis_url, key_prefix, standby="cold"))
     await b.start()
     try:
         await asyncio.sleep(0.5)
         d = await b.digest()
         assert d["tasks"] == {} and not d["synced"] and not (await b.is_leader())
-        more = _create_jobs(api, n_jobs=1, seed=99) if False else []
+        more = create_jobs(api, n_jobs=1, seed=99) if False else []
         await a.stop()                        # graceful: releases the lease
-        assert await _wait(b.is_leader)
-        assert await _wait(lambda: b._synced())
+        assert await wait_for(b.is_leader)
+        assert await wait_for(lambda: b._synced())
         d = await b.digest()
         assert len(d["tasks"]) == len(names) + len(more)
         s = await b.stats()
@@ -143,8 +94,8 @@ async def test_cold_standby_lists_only_when_elected(api, redis_url, key_prefix):
 
 
 async def test_active_active_bind_conflicts_are_counted_not_raised(api, redis_url, key_prefix):
-    names = _create_jobs(api, n_jobs=2, size=3)
-    insts = [SchedulerInstance(_cfg(f"scheduler-{i}", redis_url, key_prefix, mode="active-active",
+    names = create_jobs(api, n_jobs=2, size=3)
+    insts = [SchedulerInstance(instance_config(f"scheduler-{i}", redis_url, key_prefix, mode="active-active",
                                     period_s=MANUAL)) for i in (1, 2)]
     for i in insts:
         await i.start()
@@ -162,12 +113,12 @@ async def test_active_active_bind_conflicts_are_counted_not_raised(api, redis_ur
         failed = [x for x in await insts[1].decisions(0) if x["op"] == "bind"]
         assert failed and all(not x["ok"] and "409" in x["error"] for x in failed)
         # the loser's cache resyncs from the API server: it converges to the winner's placements
-        bound = _bound(api)
+        bound = bound_nodes(api)
 
         async def converged():
             d = await insts[1].digest()
             return all(d["tasks"][uid][1] == bound[_name(api, uid)] for uid in d["tasks"])
-        assert await _wait(converged)
+        assert await wait_for(converged)
         insts[1].run_session()
         assert (await insts[1].stats())["bind_conflicts"] == len(names)   # nothing new to fight over
     finally:
@@ -183,24 +134,24 @@ def _name(api, uid):
 
 
 async def test_shadow_standby_runs_dry_sessions(api, redis_url, key_prefix):
-    names = _create_jobs(api, n_jobs=2)
-    leader = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, mode="shadow", period_s=MANUAL))
+    names = create_jobs(api, n_jobs=2)
+    leader = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, mode="shadow", period_s=MANUAL))
     await leader.start()
-    assert await _wait(leader.is_leader)
-    shadow = SchedulerInstance(_cfg("scheduler-2", redis_url, key_prefix, mode="shadow", period_s=MANUAL))
+    assert await wait_for(leader.is_leader)
+    shadow = SchedulerInstance(instance_config("scheduler-2", redis_url, key_prefix, mode="shadow", period_s=MANUAL))
     await shadow.start()
     try:
         assert await shadow.wait_synced(30)
         assert not await shadow.is_leader()
         res = shadow.run_session()
         assert res.ok and set(k.split("/")[1] for k in res.binds) == set(names)
-        assert not any(_bound(api).values())          # nothing written
+        assert not any(bound_nodes(api).values())          # nothing written
         decs = [x for x in await shadow.decisions(0) if x["op"] == "bind"]
         assert len(decs) == len(names) and all(x["dry_run"] and not x["leader"] for x in decs)
         s = await shadow.stats()
         assert s["binds"] == 0 and s["dry_run_ops"] >= len(names) and s["errors"] == 0
         leader.run_session()
-        assert all(_bound(api).values())
+        assert all(bound_nodes(api).values())
         ldecs = {x["pod"]: x["node"] for x in await leader.decisions(0) if x["op"] == "bind"}
         assert all(not x["dry_run"] for x in await leader.decisions(0))
         assert set(ldecs) == {x["pod"] for x in decs}    # comparable, pod by pod
@@ -211,13 +162,13 @@ async def test_shadow_standby_runs_dry_sessions(api, redis_url, key_prefix):
 
 @pytest.mark.parametrize("fencing", [True, False])
 async def test_fencing_refuses_writes_of_a_deposed_leader(api, redis_url, key_prefix, fencing):
-    names = _create_jobs(api, n_jobs=1)
+    names = create_jobs(api, n_jobs=1)
     # a long renew deadline: the deposed leader keeps believing it leads while the test acts
-    a = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, period_s=MANUAL, fencing=fencing,
+    a = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, period_s=MANUAL, fencing=fencing,
                                lease_duration=30.0, lease_renew_deadline=20.0, lease_retry=0.2))
     await a.start()
     try:
-        assert await _wait(a.is_leader)
+        assert await wait_for(a.is_leader)
         assert await a.wait_synced(30)
         lease = api.get("Lease", "volcano", "volcano-system")
         lease["spec"].update(holderIdentity="intruder",
@@ -228,7 +179,7 @@ async def test_fencing_refuses_writes_of_a_deposed_leader(api, redis_url, key_pr
         s = await a.stats()
         if fencing:
             assert s["fenced"] == len(names) and s["binds"] == 0
-            assert not any(_bound(api).values())
+            assert not any(bound_nodes(api).values())
             decs = [x for x in await a.decisions(0) if x["op"] == "bind"]
             assert decs and all("412 Fenced" in x["error"] for x in decs)
         else:   # client-go's hazard: the old leader still writes
@@ -238,15 +189,15 @@ async def test_fencing_refuses_writes_of_a_deposed_leader(api, redis_url, key_pr
 
 
 async def test_fatal_cache_error_restarts_with_a_fresh_list(api, redis_url, key_prefix):
-    names = _create_jobs(api, n_jobs=2)
-    a = SchedulerInstance(_cfg("scheduler-1", redis_url, key_prefix, mode="active-active"))
+    names = create_jobs(api, n_jobs=2)
+    a = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, mode="active-active"))
     await a.start()
     try:
-        assert await _wait(lambda: all(_bound(api).values()))
+        assert await wait_for(lambda: all(bound_nodes(api).values()))
         before = await a.digest()
         old_cache = a.cache
         a._fatal("test: injected")
-        assert await _wait(lambda: a.restarts == 1 and a.cache is not old_cache and a._synced())
+        assert await wait_for(lambda: a.restarts == 1 and a.cache is not old_cache and a._synced())
         s = await a.stats()
         assert s["fatal_cache_errors"] == 1 and s["incarnation"] == 1
         assert s["binds"] == len(names)               # counters survive the restart
@@ -254,6 +205,43 @@ async def test_fatal_cache_error_restarts_with_a_fresh_list(api, redis_url, key_
         async def same():   # the fresh list places every task where the old cache had it
             now = (await a.digest())["tasks"]
             return {u: n for u, (_, n) in now.items()} == {u: n for u, (_, n) in before["tasks"].items()}
-        assert await _wait(same)
+        assert await wait_for(same)
     finally:
+        await a.stop()
+
+
+async def test_leader_crash_keeps_the_lease_until_it_expires(api, redis_url, key_prefix):
+    """A fatal cache error is Volcano's klog.Fatalf: the process exits and releases nothing. The
+    in-process restart that models it must not hand the lease back: the next term (another
+    instance, or this one under a new identity) starts only once the lease has expired. Before,
+    the restart released it and re-won it within milliseconds — the extra leader change seen
+    after every failover in examples/quickstart.yaml (pr5045)."""
+    lease = dict(lease_duration=3.0, lease_renew_deadline=2.0, lease_retry=0.5)
+    a = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, **lease))
+    b = SchedulerInstance(instance_config("scheduler-2", redis_url, key_prefix, **lease))
+    await a.start()
+    try:
+        assert await wait_for(a.is_leader_now)
+        await b.start()
+        assert await wait_for(lambda: b.elector is not None and b.elector.stats.attempts >= 2)
+        dead = a.elector.identity
+        a._fatal("test: injected")
+        assert await wait_for(lambda: a._incarnation == 1)           # torn down and rebooted
+        rec = api.get("Lease", "volcano", "volcano-system")
+        assert rec["spec"]["holderIdentity"] == dead                # the dead term still holds it
+        assert rec["spec"]["leaseTransitions"] == 0
+        last_renew = rec["spec"]["renewTime"]
+
+        def next_term():
+            r = api.get("Lease", "volcano", "volcano-system")
+            return r if r["spec"]["holderIdentity"] not in ("", dead) else None
+        assert await wait_for(next_term, timeout=60)
+        rec = next_term()
+        assert rec["spec"]["leaseTransitions"] == 1
+        # taken only after a whole lease duration without a renewal (lower bound: load only delays)
+        assert rec["spec"]["acquireTime"] - last_renew >= lease["lease_duration"] - 0.05
+        s = await a.stats()
+        assert s["restarts"] == 1 and s["fatal_cache_errors"] == 1 and s["elections_lost"] == 0
+    finally:
+        await b.stop()
         await a.stop()

@@ -7,7 +7,10 @@ random profile. Invariants after every step:
   * used/releasing/pipelined and every job's allocated/total_request never go negative (Volcano's
     asserting Sub would panic) — and no ResourceUnderflow is ever raised;
   * every job's task_status_index agrees with its tasks' statuses;
-  * a snapshot's nodes have the same accounting as the cache's Ready nodes.
+  * a snapshot's nodes have the same accounting as the cache's Ready nodes;
+  * with ``unpipeline_on_replace`` (profile pr5045-s4fixed, the S4 fix): re-placing a Pipelined
+    task (Pipeline or bind on another node, bind after Idle shrank) never hits klog.Fatalf, and
+    every Pipelined/Binding task is held by exactly the node it names.
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ def _non_negative(r) -> bool:
 
 
 class CacheMachine(RuleBasedStateMachine):
-    @initialize(name=st.sampled_from(["v1.14", "pr5045", "pr5045-fixed", "annotations", "nomination-only"]))
+    @initialize(name=st.sampled_from(["v1.14", "pr5045", "pr5045-fixed", "pr5045-s4fixed", "annotations",
+                                      "nomination-only"]))
     def setup(self, name):
         self.io = RecordingIO(evict_deletes=True)
         self.cache = SchedulerCache(profile(name), binder=self.io, evictor=self.io, status_updater=self.io)
@@ -158,6 +162,19 @@ class CacheMachine(RuleBasedStateMachine):
             t = data.draw(st.sampled_from(cands)).clone()
             self._guard(lambda: self.cache.pipeline(t, node))
 
+    @rule(data=st.data(), node=st.sampled_from(NODES))
+    def replace_pipelined(self, data, node):
+        """S4: a session re-places a task the cache holds Pipelined — Pipeline or Allocate
+        (AddBindTask) on any node, possibly another one."""
+        cands = self._tasks({S.PIPELINED})
+        if cands:
+            t = data.draw(st.sampled_from(cands)).clone()
+            t.node_name = node
+            if data.draw(st.booleans()):
+                self._guard(lambda: self.cache.pipeline(t, node))
+            else:
+                self._guard(lambda: self.cache.add_bind_task(t))
+
     @rule(data=st.data())
     def unpipeline(self, data):
         cands = self._tasks({S.PIPELINED})
@@ -186,6 +203,22 @@ class CacheMachine(RuleBasedStateMachine):
                     assert _non_negative(getattr(ni, f)), (ni.name, f)
             for t in ni.tasks.values():
                 assert t.status not in (S.SUCCEEDED, S.FAILED)
+
+    @invariant()
+    def s4_fix_never_fatal_and_placements_held(self):
+        if not hasattr(self, "cache") or not self.cache.switches.unpipeline_on_replace:
+            return
+        assert self.fatal == 0 and self.cache.stats["fatal"] == 0
+        for job in self.cache.jobs.values():
+            for t in job.tasks.values():
+                if t.status not in (S.PIPELINED, S.BINDING) or t.node_name not in self.cache.nodes:
+                    continue
+                held = self.cache.nodes[t.node_name].tasks.get(f"{t.namespace}/{t.name}")
+                assert held is not None and held.uid == t.uid and held.status == t.status, (t.name, t.status)
+                others = [n for n, ni in self.cache.nodes.items() if n != t.node_name
+                          and (ni.tasks.get(f"{t.namespace}/{t.name}") or t).uid == t.uid
+                          and f"{t.namespace}/{t.name}" in ni.tasks]
+                assert not others, (t.name, t.node_name, others)
 
     @invariant()
     def jobs_consistent(self):

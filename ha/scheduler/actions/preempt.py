@@ -25,6 +25,17 @@ dry-run allocate, nominate the whole gang). Without it the legacy loop above run
 sticky domains (§4.3.2): a job whose GangSearchSpaceFn returns a *hard* search space pins the domain
 its first preempting task succeeded in; a later task failing there ends the job's turn.
 
+Go map order. ``queues`` (and ``underRequest``, built by ranging over ``ssn.Jobs``) are Go maps:
+every ``range`` starts at a random position, so the order changes from session to session. The
+order matters: the within-job pass runs inside the queue loop over *every* starving job and
+rebuilds (and drains) their task queues, so a queue visited later has lost its jobs' between-jobs
+turn for this session (BR1's h1 does not preempt in a session that visits q2 before q1). The model
+draws both orders from ``ssn.rng`` per session (:func:`go_map_order`, a uniform shuffle). Go's
+own distribution is not uniform (a small map iterates as a random rotation of its slots, so the
+insertion order is the likeliest) and depends on the Go release; what the model must not do is
+what it did before: iterate in cache insertion order, the same in every session, which turned a
+per-session chance into "this run never preempts" (tests/scheduler/test_preempt_map_order.py).
+
 Deviation: topology-aware preemption (``enableTopologyAwarePreemption``) is not modelled; when
 asked for it the action records an error and uses normal preemption.
 """
@@ -45,6 +56,15 @@ ENABLE_TOPOLOGY_AWARE_PREEMPTION_KEY = "enableTopologyAwarePreemption"
 
 class NotEligible(Exception):
     pass
+
+
+def go_map_order(ssn: Any, items: list[Any]) -> list[Any]:
+    """The order a Go ``range`` over a map would visit ``items`` in: random, drawn afresh from the
+    session's rng (no draw for fewer than two items)."""
+    out = list(items)
+    if len(out) > 1:
+        ssn.rng.shuffle(out)
+    return out
 
 
 def pod_priority(pod: dict) -> int:
@@ -99,7 +119,7 @@ class PreemptAction:
         under_request: list[Any] = []
         queues: dict[Any, Any] = {}
 
-        for job in list(ssn.jobs.values()):
+        for job in go_map_order(ssn, list(ssn.jobs.values())):
             if job.is_pending():
                 continue
             vr = ssn.job_valid(job)
@@ -121,7 +141,7 @@ class PreemptAction:
             preemptor_tasks[job.uid] = q
 
         ph = PredicateHelper(ssn.cache)
-        for queue in list(queues.values()):
+        for queue in go_map_order(ssn, list(queues.values())):
             # Preemption between jobs within the queue.
             while True:
                 preemptors = preemptors_map.get(queue.uid)

@@ -11,9 +11,10 @@ Units inside a Resource, as in Volcano:
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from enum import IntEnum
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from cluster_state.quantity import parse_quantity
 
@@ -378,34 +379,19 @@ class Resource:
         return inc, dec
 
     # ---- comparisons --------------------------------------------------------------------------
+    # A strict comparison is its "or within epsilon" twin with epsilon 0 (abs() < 0 never holds).
     def less(self, rr: "Resource", default: DimensionDefaultValue = ZERO) -> bool:
         """Strictly less in every dimension."""
-        if not self.milli_cpu < rr.milli_cpu:
-            return False
-        if not self.memory < rr.memory:
-            return False
-        rs = rr.scalar_resources or {}
-        ls = self.scalar_resources or {}
-        if default == INFINITY:
-            for k in rs:
-                if k not in ls:
-                    return False
-        for k, lv in ls.items():
-            if k not in rs:
-                if default == INFINITY:
-                    continue
-                rv = 0.0
-            else:
-                rv = rs[k]
-            if not lv < rv:
-                return False
-        return True
+        return self.less_equal(rr, default, 0.0)
 
-    def less_equal(self, rr: "Resource", default: DimensionDefaultValue = ZERO) -> bool:
-        """Less than or within 0.1 in every dimension (the fit test)."""
-        if not (self.milli_cpu < rr.milli_cpu or abs(self.milli_cpu - rr.milli_cpu) < MIN_RESOURCE):
+    def less_equal(self, rr: "Resource", default: DimensionDefaultValue = ZERO,
+                   epsilon: float = MIN_RESOURCE) -> bool:
+        """Less than or within ``epsilon`` (0.1) in every dimension (the fit test). A scalar
+        only the right side has fails by INFINITY default; one only the left side has counts
+        against 0 by ZERO default and is skipped by INFINITY. Hot path: kept inline."""
+        if not (self.milli_cpu < rr.milli_cpu or abs(self.milli_cpu - rr.milli_cpu) < epsilon):
             return False
-        if not (self.memory < rr.memory or abs(self.memory - rr.memory) < MIN_RESOURCE):
+        if not (self.memory < rr.memory or abs(self.memory - rr.memory) < epsilon):
             return False
         ls = self.scalar_resources
         rs = rr.scalar_resources
@@ -421,7 +407,7 @@ class Resource:
                     continue
                 else:
                     rv = 0.0
-                if not (lv < rv or abs(lv - rv) < MIN_RESOURCE):
+                if not (lv < rv or abs(lv - rv) < epsilon):
                     return False
         return True
 
@@ -453,44 +439,20 @@ class Resource:
             return False, self.resource_names()
         if req is None:
             return self.less_equal_with_resources_name(rr, ZERO)
-        names: list[str] = []
-        if req.milli_cpu > 0 and self.milli_cpu > rr.milli_cpu:
-            names.append(CPU)
-        if req.memory > 0 and self.memory > rr.memory:
-            names.append(MEMORY)
-        if self.scalar_resources is None:
-            return (not names), names
-        for k, q in (req.scalar_resources or {}).items():
-            if k in _IGNORED_SCALARS:
-                continue
-            if q > 0 and self.scalar_resources.get(k, 0.0) > (rr.scalar_resources or {}).get(k, 0.0):
-                names.append(k)
+        # a nil scalar map on the left skips the scalars
+        names = self._requested_where(rr, req, operator.gt, scalars=self.scalar_resources is not None)
         return (not names), names
 
     def less_partly(self, rr: "Resource", default: DimensionDefaultValue = ZERO) -> bool:
         """Strictly less in at least one dimension."""
-        if self.milli_cpu < rr.milli_cpu or self.memory < rr.memory:
-            return True
-        ls = self.scalar_resources or {}
-        rs = rr.scalar_resources or {}
-        if default == ZERO:
-            for k in rs:
-                if k not in ls:
-                    return True
-        for k, lv in ls.items():
-            if k not in rs:
-                if default == INFINITY:
-                    return True
-                rv = 0.0
-            else:
-                rv = rs[k]
-            if lv < rv:
-                return True
-        return False
+        return self.less_equal_partly(rr, default, 0.0)
 
-    def less_equal_partly(self, rr: "Resource", default: DimensionDefaultValue = ZERO) -> bool:
-        """Less than or within 0.1 in at least one dimension."""
-        if _le(self.milli_cpu, rr.milli_cpu) or _le(self.memory, rr.memory):
+    def less_equal_partly(self, rr: "Resource", default: DimensionDefaultValue = ZERO,
+                          epsilon: float = MIN_RESOURCE) -> bool:
+        """Less than or within ``epsilon`` (0.1) in at least one dimension. A scalar only the
+        right side has holds by ZERO default; one only the left side has holds by INFINITY."""
+        if (self.milli_cpu < rr.milli_cpu or abs(self.milli_cpu - rr.milli_cpu) < epsilon
+                or self.memory < rr.memory or abs(self.memory - rr.memory) < epsilon):
             return True
         ls = self.scalar_resources or {}
         rs = rr.scalar_resources or {}
@@ -505,39 +467,22 @@ class Resource:
                 rv = 0.0
             else:
                 rv = rs[k]
-            if _le(lv, rv):
+            if lv < rv or abs(lv - rv) < epsilon:
                 return True
         return False
 
     def less_equal_partly_with_dimension(self, rr: "Resource", req: "Resource | None") -> tuple[bool, list[str]]:
-        names: list[str] = []
         if req is None:
-            return False, names
-        if req.milli_cpu > 0 and _le(self.milli_cpu, rr.milli_cpu):
-            names.append(CPU)
-        if req.memory > 0 and _le(self.memory, rr.memory):
-            names.append(MEMORY)
-        for k, q in (req.scalar_resources or {}).items():
-            if k in _IGNORED_SCALARS:
-                continue
-            if q > 0 and _le(self.get(k), rr.get(k)):
-                names.append(k)
+            return False, []
+        names = self._requested_where(rr, req, _le)
         return bool(names), names
 
     def less_equal_partly_with_dimension_zero_filtered(self, rr: "Resource",
                                                        req: "Resource | None") -> tuple[bool, list[str]]:
+        """Only the dimensions where self or rr is non-zero."""
         if req is None:
             return False, []
-        f = Resource()
-        if req.milli_cpu > 0 and not (self.milli_cpu < MIN_RESOURCE and rr.milli_cpu < MIN_RESOURCE):
-            f.milli_cpu = req.milli_cpu
-        if req.memory > 0 and not (self.memory < MIN_RESOURCE and rr.memory < MIN_RESOURCE):
-            f.memory = req.memory
-        if req.scalar_resources is not None:
-            f.scalar_resources = {}
-            for k, q in req.scalar_resources.items():
-                if q > 0 and not (self.get(k) < MIN_RESOURCE and rr.get(k) < MIN_RESOURCE):
-                    f.scalar_resources[k] = q
+        f = _request_filtered(req, lambda n: not (self.get(n) < MIN_RESOURCE and rr.get(n) < MIN_RESOURCE))
         return self.less_equal_partly_with_dimension(rr, f)
 
     def equal(self, rr: "Resource", default: DimensionDefaultValue = ZERO) -> bool:
@@ -556,39 +501,42 @@ class Resource:
         return (not ok), names
 
     def greater_partly_with_dimension(self, rr: "Resource | None", req: "Resource | None") -> tuple[bool, list[str]]:
-        names: list[str] = []
-        if req is None:
-            return False, names
-        if rr is None:
-            rr = Resource()
-        if req.milli_cpu > 0 and self.milli_cpu > rr.milli_cpu:
-            names.append(CPU)
-        if req.memory > 0 and self.memory > rr.memory:
-            names.append(MEMORY)
-        for k, q in (req.scalar_resources or {}).items():
-            if k in _IGNORED_SCALARS:
-                continue
-            if q > 0 and self.get(k) > rr.get(k):
-                names.append(k)
-        return bool(names), names
-
-    def greater_partly_with_relevant_dimensions(self, rr: "Resource | None",
-                                                req: "Resource | None") -> tuple[bool, list[str]]:
         if req is None:
             return False, []
         if rr is None:
             rr = Resource()
-        f = Resource()
-        if req.milli_cpu > 0 and not rr.milli_cpu < MIN_RESOURCE:
-            f.milli_cpu = req.milli_cpu
-        if req.memory > 0 and not rr.memory < MIN_RESOURCE:
-            f.memory = req.memory
-        if req.scalar_resources is not None:
-            f.scalar_resources = {}
+        names = self._requested_where(rr, req, operator.gt)
+        return bool(names), names
+
+    def greater_partly_with_relevant_dimensions(self, rr: "Resource | None",
+                                                req: "Resource | None") -> tuple[bool, list[str]]:
+        """Only the dimensions rr has: cpu/memory not zero, scalars present in its map."""
+        if req is None:
+            return False, []
+        if rr is None:
+            rr = Resource()
+        rs = rr.scalar_resources
+
+        def relevant(n: str) -> bool:
+            if n == CPU or n == MEMORY:
+                return not rr.get(n) < MIN_RESOURCE
+            return rs is not None and n in rs
+
+        return self.greater_partly_with_dimension(rr, _request_filtered(req, relevant))
+
+    def _requested_where(self, rr: "Resource", req: "Resource", holds: Callable[[float, float], bool],
+                         *, scalars: bool = True) -> list[str]:
+        """The dimensions ``req`` asks for (> 0; pods ignored) where ``holds(self, rr)``."""
+        names: list[str] = []
+        if req.milli_cpu > 0 and holds(self.milli_cpu, rr.milli_cpu):
+            names.append(CPU)
+        if req.memory > 0 and holds(self.memory, rr.memory):
+            names.append(MEMORY)
+        if scalars and req.scalar_resources:
             for k, q in req.scalar_resources.items():
-                if q > 0 and rr.scalar_resources is not None and k in rr.scalar_resources:
-                    f.scalar_resources[k] = q
-        return self.greater_partly_with_dimension(rr, f)
+                if q > 0 and k not in _IGNORED_SCALARS and holds(self.get(k), rr.get(k)):
+                    names.append(k)
+        return names
 
     # ---- misc ---------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -609,6 +557,18 @@ class Resource:
                 == {k: v for k, v in (other.scalar_resources or {}).items() if v})
 
     __hash__ = None  # mutable
+
+
+def _request_filtered(req: Resource, keep: Callable[[str], bool]) -> Resource:
+    """The dimensions of ``req`` that are > 0 and ``keep``; a nil scalar map stays nil."""
+    f = Resource()
+    if req.milli_cpu > 0 and keep(CPU):
+        f.milli_cpu = req.milli_cpu
+    if req.memory > 0 and keep(MEMORY):
+        f.memory = req.memory
+    if req.scalar_resources is not None:
+        f.scalar_resources = {k: q for k, q in req.scalar_resources.items() if q > 0 and keep(k)}
+    return f
 
 
 def _set_default_value(left: Resource, right: Resource, default: DimensionDefaultValue) -> None:

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .helpers import (GROUP_NAME_ANNOTATION, EVICTION_OCCURRED_ANNOTATION, PIPELINED_NODE_ANNOTATION,
+                      PIPELINED_STATUS_ANNOTATION,
                       PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY, TASK_PRIORITY_ANNOTATION, TASK_SPEC_KEY,
                       _truthy, get_task_status)
-from .resource import PODS, Resource
+from .resource import MIN_RESOURCE, PODS, Resource
 from .types import TaskStatus
 
 __all__ = ["TransactionContext", "TaskInfo", "get_pod_resource_request", "get_pod_preemptable",
@@ -17,6 +18,7 @@ __all__ = ["TransactionContext", "TaskInfo", "get_pod_resource_request", "get_po
 log = logging.getLogger(__name__)
 
 _PIPELINED = TaskStatus.PIPELINED
+_PENDING = TaskStatus.PENDING
 _EMPTY: dict = {}
 
 
@@ -45,9 +47,36 @@ def _container_requests(c: dict) -> dict | None:
     return res.get("requests")
 
 
+# Parsed requests of pods with only (non-init) containers, keyed by each container's requests:
+# pods of one job ask for the same, so a new pod's request is usually a clone away.
+_REQUEST_MEMO: dict[tuple, Resource] = {}
+_REQUEST_MEMO_MAX = 4096
+
+
 def get_pod_resource_request(pod: dict) -> Resource:
     """GetPodResourceRequest: Σ containers (+ overhead), max'ed with init containers, + ``pods: 1``."""
     spec = pod.get("spec") or _EMPTY
+    if spec.get("initContainers") or spec.get("overhead"):
+        return _pod_resource_request(spec)
+    key: tuple = ()
+    for c in spec.get("containers") or ():   # _container_requests, inlined
+        res = c.get("resources")
+        req = res.get("requests") if res else None
+        key += (tuple(req.items()) if req else None,)
+    try:
+        hit = _REQUEST_MEMO.get(key)
+    except TypeError:   # an unhashable quantity: parse (and fail) as usual
+        return _pod_resource_request(spec)
+    if hit is not None:
+        return hit.clone()
+    out = _pod_resource_request(spec)
+    if len(_REQUEST_MEMO) >= _REQUEST_MEMO_MAX:
+        _REQUEST_MEMO.clear()
+    _REQUEST_MEMO[key] = out.clone()
+    return out
+
+
+def _pod_resource_request(spec: dict) -> Resource:
     result = Resource()
     for c in spec.get("containers") or ():
         req = _container_requests(c)
@@ -141,7 +170,8 @@ class TaskInfo:
 
     def __init__(self, pod: dict, switches: Any = None, init_req: Resource | None = None):
         # init_req: the pod's already-parsed resource request (SchedulerCache.update_pod passes
-        # a clone of the previous task's when the containers did not change), else parsed here
+        # a clone of the previous task's when the containers did not change), else parsed here.
+        # Built once per informer event: every look-up is done once, the common cases inlined.
         md = pod.get("metadata") or _EMPTY
         spec = pod.get("spec") or _EMPTY
         status = pod.get("status") or _EMPTY
@@ -156,31 +186,36 @@ class TaskInfo:
         self.name = name
         self.namespace = ns
         labels = md.get("labels") or _EMPTY
-        # get_task_role, inlined (built once per informer event)
+        # get_task_role, inlined
         self.task_role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""
         self.init_resreq = init_req
         self.resreq = init_req  # Volcano: the same object
-        task_status = get_task_status(pod, switches)
         node_name = spec.get("nodeName") or ""
         nominated = status.get("nominatedNodeName") or ""
-        self.eviction_occurred = False
+        persist = switches is not None and switches.annotation_persistence
+        # get_task_status's commonest case inlined: a Pending pod, not being deleted, without a
+        # node, a nominated node or a pipelined-status annotation, cannot be anything but Pending
+        if (not node_name and not nominated and (status.get("phase") or "Pending") == "Pending"
+                and md.get("deletionTimestamp") is None
+                and not (persist and ann.get(PIPELINED_STATUS_ANNOTATION))):
+            task_status = _PENDING
+        else:
+            task_status = get_task_status(pod, switches)
         if task_status == _PIPELINED and not node_name:
             # PR #5045: place a reconstructed Pipelined task on its nominated node;
             # seed 003: on the node named by the pipelined-node annotation.
-            if switches is not None and switches.annotation_persistence and ann.get(PIPELINED_NODE_ANNOTATION):
+            if persist and ann.get(PIPELINED_NODE_ANNOTATION):
                 node_name = ann[PIPELINED_NODE_ANNOTATION]
             else:
                 node_name = nominated
-        if switches is not None and switches.annotation_persistence and _truthy(ann.get(EVICTION_OCCURRED_ANNOTATION)):
-            self.eviction_occurred = True
+        self.eviction_occurred = persist and _truthy(ann.get(EVICTION_OCCURRED_ANNOTATION))
         self.node_name = node_name
         self.nominated_node_name = nominated
         self.job_allocated_hyper_node = ""
         self.status = task_status
         self.last_transaction = None
-        prio = 1
-        if spec.get("priority") is not None:
-            prio = int(spec["priority"])
+        prio = spec.get("priority")
+        prio = 1 if prio is None else int(prio)
         tp = ann.get(TASK_PRIORITY_ANNOTATION)
         if tp is not None:
             try:
@@ -192,12 +227,16 @@ class TaskInfo:
         # get_pod_preemptable's common case (the key on neither) inlined
         self.preemptable = (get_pod_preemptable(pod) if PREEMPTABLE_KEY in ann or PREEMPTABLE_KEY in labels
                             else True)
-        self.best_effort = init_req.is_empty()
+        # is_empty(), short-circuited for the common request with cpu or memory
+        self.best_effort = (init_req.milli_cpu < MIN_RESOURCE and init_req.memory < MIN_RESOURCE
+                            and init_req.is_empty())
         init = spec.get("initContainers")
         self.has_restartable_init_container = bool(init) and any(
             c.get("restartPolicy") == "Always" for c in init)
         self.sch_gated = bool(spec.get("schedulingGates"))
-        self.revocable_zone = get_pod_revocable_zone(pod) if ann else ""
+        # get_pod_revocable_zone's common case (neither key) inlined
+        self.revocable_zone = (get_pod_revocable_zone(pod) if REVOCABLE_ZONE_KEY in ann or PREEMPTABLE_KEY in ann
+                               else "")
         self.numa_info = None
         self.pod = pod
         self.custom_bind_err_handler = None

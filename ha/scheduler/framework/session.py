@@ -76,14 +76,51 @@ def _is_enabled(opt: PluginOption, flag: str) -> bool:
     return getattr(opt, flag, None) is True
 
 
-def _call_err(fn: Callable, *args: Any) -> Any:
-    """Predicates may return an error or raise one; normalise to a return value."""
-    try:
-        return fn(*args)
-    except FitError as e:
-        return e
-    except Exception as e:  # noqa: BLE001 - a plugin error is a predicate error, as in Go
-        return e
+# registry attribute -> the PluginOption flag that enables its fns (None: no flag, as in Go)
+_REGISTRY_FLAGS: dict[str, str | None] = {
+    "job_order_fns": "enabled_job_order",
+    "queue_order_fns": "enabled_queue_order",
+    "victim_queue_order_fns": None,
+    "cluster_order_fns": "enabled_cluster_order",
+    "task_order_fns": "enabled_task_order",
+    "sub_job_order_fns": "enabled_sub_job_order",
+    "preemptable_fns": "enabled_preemptable",
+    "reclaimable_fns": "enabled_reclaimable",
+    "job_ready_fns": "enabled_job_ready",
+    "job_pipelined_fns": "enabled_job_pipelined",
+    "job_starving_fns": "enabled_job_starving",
+    "job_valid_fns": None,
+    "job_enqueueable_fns": "enabled_job_enqueued",
+    "job_enqueued_fns": "enabled_job_enqueued",
+    "predicate_fns": "enabled_predicate",
+    "pre_predicate_fns": "enabled_predicate",
+    "best_node_fns": "enabled_best_node",
+    "node_order_fns": "enabled_node_order",
+    "batch_node_order_fns": "enabled_node_order",
+    "overused_fns": "enabled_overused",
+    "preemptive_fns": "enabled_preemptive",
+    "allocatable_fns": "enabled_allocatable",
+    "target_job_fns": "enabled_target_job",
+    "reserved_nodes_fns": "enabled_reserved_nodes",
+    "victim_tasks_fns": "enabled_victim",
+    "gang_search_space_fns": None,
+    "gang_victim_selector_fns": None,
+}
+
+
+class _Chains(dict):
+    """registry attribute -> what ``build(attr)`` makes of it, built on first use. The
+    aggregators are on the hot path: a hit is one dict lookup instead of a walk over the tiers."""
+
+    __slots__ = ("_build",)
+
+    def __init__(self, build: Callable[[str], Any]):
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, attr: str) -> Any:
+        value = self[attr] = self._build(attr)
+        return value
 
 
 @dataclass
@@ -177,6 +214,10 @@ class Session:
         self.hyper_node_gradient_for_sub_job_fns: dict[str, Callable] = {}
         self.cycle_states: dict[Any, dict] = {}
         self._flag_cache: dict[str | None, list] = {}
+        # per registry: its enabled fns in tier order, and its registered fns by tier (for the
+        # tier walks, which check flags per call); _register drops both
+        self._chains = _Chains(self._chain)
+        self._tier_chains = _Chains(lambda attr: self._tier_registered(getattr(self, attr)))
         # seed 001 (gang-aware eviction): GangSearchSpaceFn / GangVictimSelectorFn
         self.gang_search_space_fns: dict[str, Callable] = {}
         self.gang_victim_selector_fns: dict[str, Callable] = {}
@@ -185,114 +226,114 @@ class Session:
     # registration (session_plugins.go)
     # ---------------------------------------------------------------------------------------------
     def add_job_order_fn(self, name: str, fn: Callable) -> None:
-        self.job_order_fns[name] = fn
+        self._register(self.job_order_fns, name, fn)
 
     def add_queue_order_fn(self, name: str, fn: Callable) -> None:
-        self.queue_order_fns[name] = fn
+        self._register(self.queue_order_fns, name, fn)
 
     def add_victim_queue_order_fn(self, name: str, fn: Callable) -> None:
-        self.victim_queue_order_fns[name] = fn
+        self._register(self.victim_queue_order_fns, name, fn)
 
     def add_cluster_order_fn(self, name: str, fn: Callable) -> None:
-        self.cluster_order_fns[name] = fn
+        self._register(self.cluster_order_fns, name, fn)
 
     def add_task_order_fn(self, name: str, fn: Callable) -> None:
-        self.task_order_fns[name] = fn
+        self._register(self.task_order_fns, name, fn)
 
     def add_preemptable_fn(self, name: str, fn: Callable) -> None:
-        self.preemptable_fns[name] = fn
+        self._register(self.preemptable_fns, name, fn)
 
     def add_reclaimable_fn(self, name: str, fn: Callable) -> None:
-        self.reclaimable_fns[name] = fn
+        self._register(self.reclaimable_fns, name, fn)
 
     def add_job_ready_fn(self, name: str, fn: Callable) -> None:
-        self.job_ready_fns[name] = fn
+        self._register(self.job_ready_fns, name, fn)
 
     def add_job_pipelined_fn(self, name: str, fn: Callable) -> None:
-        self.job_pipelined_fns[name] = fn
+        self._register(self.job_pipelined_fns, name, fn)
 
     def add_predicate_fn(self, name: str, fn: Callable) -> None:
-        self.predicate_fns[name] = fn
+        self._register(self.predicate_fns, name, fn)
 
     def add_pre_predicate_fn(self, name: str, fn: Callable) -> None:
-        self.pre_predicate_fns[name] = fn
+        self._register(self.pre_predicate_fns, name, fn)
 
     def add_best_node_fn(self, name: str, fn: Callable) -> None:
-        self.best_node_fns[name] = fn
+        self._register(self.best_node_fns, name, fn)
 
     def add_node_order_fn(self, name: str, fn: Callable) -> None:
-        self.node_order_fns[name] = fn
+        self._register(self.node_order_fns, name, fn)
 
     def add_hyper_node_order_fn(self, name: str, fn: Callable) -> None:
-        self.hyper_node_order_fns[name] = fn
+        self._register(self.hyper_node_order_fns, name, fn)
 
     def add_batch_node_order_fn(self, name: str, fn: Callable) -> None:
-        self.batch_node_order_fns[name] = fn
+        self._register(self.batch_node_order_fns, name, fn)
 
     def add_node_map_fn(self, name: str, fn: Callable) -> None:
-        self.node_map_fns[name] = fn
+        self._register(self.node_map_fns, name, fn)
 
     def add_node_reduce_fn(self, name: str, fn: Callable) -> None:
-        self.node_reduce_fns[name] = fn
+        self._register(self.node_reduce_fns, name, fn)
 
     def add_overused_fn(self, name: str, fn: Callable) -> None:
-        self.overused_fns[name] = fn
+        self._register(self.overused_fns, name, fn)
 
     def add_preemptive_fn(self, name: str, fn: Callable) -> None:
-        self.preemptive_fns[name] = fn
+        self._register(self.preemptive_fns, name, fn)
 
     def add_allocatable_fn(self, name: str, fn: Callable) -> None:
-        self.allocatable_fns[name] = fn
+        self._register(self.allocatable_fns, name, fn)
 
     def add_job_valid_fn(self, name: str, fn: Callable) -> None:
-        self.job_valid_fns[name] = fn
+        self._register(self.job_valid_fns, name, fn)
 
     def add_job_enqueueable_fn(self, name: str, fn: Callable) -> None:
-        self.job_enqueueable_fns[name] = fn
+        self._register(self.job_enqueueable_fns, name, fn)
 
     def add_job_enqueued_fn(self, name: str, fn: Callable) -> None:
-        self.job_enqueued_fns[name] = fn
+        self._register(self.job_enqueued_fns, name, fn)
 
     def add_target_job_fn(self, name: str, fn: Callable) -> None:
-        self.target_job_fns[name] = fn
+        self._register(self.target_job_fns, name, fn)
 
     def add_reserved_nodes_fn(self, name: str, fn: Callable) -> None:
-        self.reserved_nodes_fns[name] = fn
+        self._register(self.reserved_nodes_fns, name, fn)
 
     def add_victim_tasks_fns(self, name: str, fns: list[Callable]) -> None:
-        self.victim_tasks_fns[name] = list(fns)
+        self._register(self.victim_tasks_fns, name, list(fns))
 
     def add_job_starving_fns(self, name: str, fn: Callable) -> None:
-        self.job_starving_fns[name] = fn
+        self._register(self.job_starving_fns, name, fn)
 
     add_job_starving_fn = add_job_starving_fns
 
     def add_simulate_add_task_fn(self, name: str, fn: Callable) -> None:
-        self.simulate_add_task_fns[name] = fn
+        self._register(self.simulate_add_task_fns, name, fn)
 
     def add_simulate_remove_task_fn(self, name: str, fn: Callable) -> None:
-        self.simulate_remove_task_fns[name] = fn
+        self._register(self.simulate_remove_task_fns, name, fn)
 
     def add_simulate_allocatable_fn(self, name: str, fn: Callable) -> None:
-        self.simulate_allocatable_fns[name] = fn
+        self._register(self.simulate_allocatable_fns, name, fn)
 
     def add_simulate_predicate_fn(self, name: str, fn: Callable) -> None:
-        self.simulate_predicate_fns[name] = fn
+        self._register(self.simulate_predicate_fns, name, fn)
 
     def add_sub_job_ready_fn(self, name: str, fn: Callable) -> None:
-        self.sub_job_ready_fns[name] = fn
+        self._register(self.sub_job_ready_fns, name, fn)
 
     def add_sub_job_pipelined_fn(self, name: str, fn: Callable) -> None:
-        self.sub_job_pipelined_fns[name] = fn
+        self._register(self.sub_job_pipelined_fns, name, fn)
 
     def add_sub_job_order_fn(self, name: str, fn: Callable) -> None:
-        self.sub_job_order_fns[name] = fn
+        self._register(self.sub_job_order_fns, name, fn)
 
     def add_hyper_node_gradient_for_job_fn(self, name: str, fn: Callable) -> None:
-        self.hyper_node_gradient_for_job_fns[name] = fn
+        self._register(self.hyper_node_gradient_for_job_fns, name, fn)
 
     def add_hyper_node_gradient_for_sub_job_fn(self, name: str, fn: Callable) -> None:
-        self.hyper_node_gradient_for_sub_job_fns[name] = fn
+        self._register(self.hyper_node_gradient_for_sub_job_fns, name, fn)
 
     def add_event_handler(self, eh: EventHandler) -> None:
         self.event_handlers.append(eh)
@@ -301,17 +342,17 @@ class Session:
     def add_gang_search_space_fn(self, name: str, fn: Callable) -> None:
         """``fn(job, ssn, purpose) -> SearchSpace | list[list[NodeInfo]] | None``: feasible domains,
         best first (purpose ``PURPOSE_ALLOCATE``: all; ``PURPOSE_EVICT``: top-K)."""
-        self.gang_search_space_fns[name] = fn
+        self._register(self.gang_search_space_fns, name, fn)
 
     def add_gang_victim_selector_fn(self, name: str, fn: Callable) -> None:
         """``fn(preemptor_job, needed, candidates, ctx) -> {job_uid: [task_uid]} | None``."""
-        self.gang_victim_selector_fns[name] = fn
+        self._register(self.gang_victim_selector_fns, name, fn)
 
     def gang_valid_domains(self, job: Any, purpose: int) -> Any:
         """``GetGangValidDomains``: the first plugin (tier order) returning a non-empty list
         defines the search space (winner takes all); an empty SearchSpace when none does."""
         from ha.scheduler.framework.gang_eviction import SearchSpace
-        for _, _, fn in self._enabled(None, self.gang_search_space_fns):
+        for fn in self._chains["gang_search_space_fns"]:
             res = fn(job, self, purpose)
             if res:
                 return res if isinstance(res, SearchSpace) else SearchSpace(res)
@@ -320,10 +361,9 @@ class Session:
     def gang_victim_selector(self, preemptor_job: Any, needed: Any, candidates: list[Any], ctx: Any) -> dict:
         """The first plugin's GangVictimSelectorFn that answers; else the bundle algorithm."""
         from ha.scheduler.framework.gang_eviction import select_gang_victims_in_domain
-        for _, _, fn in self._enabled(None, self.gang_victim_selector_fns):
-            res = fn(preemptor_job, needed, candidates, ctx)
-            if res is not None:
-                return res
+        res = self._first_answer("gang_victim_selector_fns", preemptor_job, needed, candidates, ctx)
+        if res is not None:
+            return res
         return select_gang_victims_in_domain(preemptor_job, needed, candidates, ctx)
 
     def gang_evictable(self, kind: str, evictor: Any, evictees: list[Any],
@@ -331,26 +371,25 @@ class Session:
         """Preemptable (kind "preempt") or Reclaimable over one batch, with the same tier/vote
         rules; ``overrides`` replace named plugins' functions for this call only (the gang-aware
         path lets the framework, not the gang plugin, guard gang integrity — seed 001 §5.1)."""
-        if kind == "preempt":
-            flag, fns = "enabled_preemptable", dict(self.preemptable_fns)
-        else:
-            flag, fns = "enabled_reclaimable", dict(self.reclaimable_fns)
+        attr = "preemptable_fns" if kind == "preempt" else "reclaimable_fns"
+        fns = dict(getattr(self, attr))
         for name, fn in (overrides or {}).items():
             if name in fns:
                 fns[name] = fn
-        return self._evictable(flag, fns, evictor, evictees) or []
+        return self._evictable(self._tier_registered(fns), _REGISTRY_FLAGS[attr], evictor, evictees) or []
 
     def job_order_compare(self, l: Any, r: Any) -> int:
         """JobOrderFn plugins only: <0 when l goes first, 0 when no plugin has an opinion."""
-        for _, _, fn in self._enabled("enabled_job_order", self.job_order_fns):
-            j = fn(l, r)
-            if j != 0:
-                return j
-        return 0
+        return self._first_opinion("job_order_fns", l, r)
 
     # ---------------------------------------------------------------------------------------------
-    # iteration helper
+    # iteration helpers
     # ---------------------------------------------------------------------------------------------
+    def _register(self, registry: dict[str, Any], name: str, fn: Any) -> None:
+        registry[name] = fn
+        self._chains.clear()  # built from the old registries
+        self._tier_chains.clear()
+
     def _enabled_opts(self, flag: str | None) -> list[tuple[int, PluginOption]]:
         """(tier_index, option) of every plugin whose ``flag`` is on (all plugins for None), in
         tier order. Tiers are fixed for the session, so this is computed once per flag."""
@@ -368,21 +407,67 @@ class Session:
             return []
         return [(ti, opt, fns[opt.name]) for ti, opt in self._enabled_opts(flag) if opt.name in fns]
 
+    def _chain(self, attr: str) -> list[Any]:
+        """Builds ``_chains[attr]``: the enabled fns of registry ``attr`` in tier order."""
+        return [fn for _, _, fn in self._enabled(_REGISTRY_FLAGS[attr], getattr(self, attr))]
+
+    def _tier_registered(self, fns: dict[str, Any]) -> list[list[tuple[PluginOption, Any]]]:
+        """Per tier, (option, fn) of the plugins that registered one in ``fns``; tiers without
+        one left out (every tier walk passes the decision on over such a tier). The tier walks
+        check the flags per call: they have always seen flags changed mid-session."""
+        if not fns:
+            return []
+        tiers = [[(opt, fns[opt.name]) for opt in tier.plugins if opt.name in fns] for tier in self.tiers]
+        return [t for t in tiers if t]
+
+    def _first_opinion(self, attr: str, *args: Any) -> int:
+        """Order fns: the first non-zero answer in tier order; 0 when no plugin has an opinion."""
+        for fn in self._chains[attr]:
+            j = fn(*args)
+            if j != 0:
+                return j
+        return 0
+
+    def _first_answer(self, attr: str, *args: Any) -> Any:
+        """The first answer that is not None, in tier order."""
+        for fn in self._chains[attr]:
+            res = fn(*args)
+            if res is not None:
+                return res
+        return None
+
+    def _first_error(self, attr: str, *args: Any) -> Any:
+        """Predicates may return an error or raise one (a plugin error is a predicate error,
+        as in Go): the first one, or None."""
+        for fn in self._chains[attr]:
+            try:
+                err = fn(*args)
+            except Exception as e:  # noqa: BLE001
+                return e
+            if err is not None:
+                return err
+        return None
+
+    def _all_true(self, attr: str, *args: Any) -> bool:
+        """AND over the enabled fns; True when none registered."""
+        for fn in self._chains[attr]:
+            if not fn(*args):
+                return False
+        return True
+
     # ---------------------------------------------------------------------------------------------
     # aggregators
     # ---------------------------------------------------------------------------------------------
-    def _evictable(self, flag: str, fns: dict[str, Callable], evictor: Any, evictees: list[Any]) -> list[Any] | None:
+    def _evictable(self, tiers: list[list[tuple[PluginOption, Callable]]], flag: str, evictor: Any,
+                   evictees: list[Any]) -> list[Any] | None:
         """Shared rule of Reclaimable / Preemptable (session_plugins.go:212-308):
         per tier, intersect the candidate sets of the voting plugins; an empty set resets to nil
         and ends the tier; an empty intersection is nil too, so the next plugin's set is taken as
         is; the first tier that ends non-nil decides."""
         victims: list[Any] | None = None
-        for tier in self.tiers:
-            for opt in tier.plugins:
-                if not _is_enabled(opt, flag):
-                    continue
-                fn = fns.get(opt.name)
-                if fn is None:
+        for tier in tiers:
+            for opt, fn in tier:
+                if getattr(opt, flag, None) is not True:
                     continue
                 candidates, abstain = fn(evictor, evictees)
                 if abstain == 0:
@@ -405,46 +490,37 @@ class Session:
         return victims
 
     def reclaimable(self, reclaimer: Any, reclaimees: list[Any]) -> list[Any]:
-        return self._evictable("enabled_reclaimable", self.reclaimable_fns, reclaimer, reclaimees) or []
+        return self._evictable(self._tier_chains["reclaimable_fns"], "enabled_reclaimable",
+                               reclaimer, reclaimees) or []
 
     def preemptable(self, preemptor: Any, preemptees: list[Any]) -> list[Any]:
-        return self._evictable("enabled_preemptable", self.preemptable_fns, preemptor, preemptees) or []
+        return self._evictable(self._tier_chains["preemptable_fns"], "enabled_preemptable",
+                               preemptor, preemptees) or []
 
     def overused(self, queue: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_overused", self.overused_fns):
+        for fn in self._chains["overused_fns"]:
             if fn(queue):
                 return True
         return False
 
     def preemptive(self, queue: Any, candidate: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_preemptive", self.preemptive_fns):
-            if not fn(queue, candidate):
-                return False
-        return True
+        return self._all_true("preemptive_fns", queue, candidate)
 
     def allocatable(self, queue: Any, candidate: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_allocatable", self.allocatable_fns):
-            if not fn(queue, candidate):
-                return False
-        return True
+        return self._all_true("allocatable_fns", queue, candidate)
 
     def job_ready(self, job: Any) -> bool:
         """AND over enabled plugins; true when none registered."""
-        for _, _, fn in self._enabled("enabled_job_ready", self.job_ready_fns):
-            if not fn(job):
-                return False
-        return True
+        return self._all_true("job_ready_fns", job)
 
-    def _vote(self, flag: str, fns: dict[str, Callable], obj: Any) -> bool:
+    def _vote(self, attr: str, obj: Any) -> bool:
         """JobPipelined / JobEnqueueable voting: any reject -> False; a permit in a tier ends the
         vote at the end of that tier with True; all abstain -> True."""
-        for tier in self.tiers:
+        flag = _REGISTRY_FLAGS[attr]
+        for tier in self._tier_chains[attr]:
             has_found = False
-            for opt in tier.plugins:
-                if not _is_enabled(opt, flag):
-                    continue
-                fn = fns.get(opt.name)
-                if fn is None:
+            for opt, fn in tier:
+                if getattr(opt, flag, None) is not True:
                     continue
                 res = fn(obj)
                 if res < 0:
@@ -456,18 +532,15 @@ class Session:
         return True
 
     def job_pipelined(self, job: Any) -> bool:
-        return self._vote("enabled_job_pipelined", self.job_pipelined_fns, job)
+        return self._vote("job_pipelined_fns", job)
 
     def job_starving(self, job: Any) -> bool:
         """Within the first tier that has any enabled starving function, the AND of them;
         False when no plugin registered one (S9)."""
-        for tier in self.tiers:
+        for tier in self._tier_chains["job_starving_fns"]:
             has_found = False
-            for opt in tier.plugins:
-                if not _is_enabled(opt, "enabled_job_starving"):
-                    continue
-                fn = self.job_starving_fns.get(opt.name)
-                if fn is None:
+            for opt, fn in tier:
+                if opt.enabled_job_starving is not True:
                     continue
                 has_found = True
                 if not fn(job):
@@ -478,7 +551,7 @@ class Session:
 
     def job_valid(self, job: Any) -> ValidateResult | None:
         """The first failing result of any plugin (no enable flag)."""
-        for _, _, fn in self._enabled(None, self.job_valid_fns):
+        for fn in self._chains["job_valid_fns"]:
             vr = fn(job)
             if vr is None or vr is True:
                 continue
@@ -489,24 +562,26 @@ class Session:
         return None
 
     def job_enqueueable(self, job: Any) -> bool:
-        return self._vote("enabled_job_enqueued", self.job_enqueueable_fns, job)
+        return self._vote("job_enqueueable_fns", job)
 
     def job_enqueued(self, job: Any) -> None:
-        for _, _, fn in self._enabled("enabled_job_enqueued", self.job_enqueued_fns):
+        for fn in self._chains["job_enqueued_fns"]:
             fn(job)
 
     def target_job(self, jobs: list[Any]) -> Any:
-        for _, _, fn in self._enabled("enabled_target_job", self.target_job_fns):
+        """The first enabled plugin's answer, None included."""
+        for fn in self._chains["target_job_fns"]:
             return fn(jobs)
         return None
 
     def victim_tasks(self, tasks: list[Any]) -> list[Any]:
-        for tier in self.tiers:
+        """The union of the first tier that names any victim (a plugin registers a list of fns)."""
+        for tier in self._tier_chains["victim_tasks_fns"]:
             victims: dict[Any, Any] = {}
-            for opt in tier.plugins:
-                if not _is_enabled(opt, "enabled_victim"):
+            for opt, fns in tier:
+                if opt.enabled_victim is not True:
                     continue
-                for fn in self.victim_tasks_fns.get(opt.name, ()):
+                for fn in fns:
                     for v in fn(tasks):
                         victims[v.uid] = v
             if victims:
@@ -514,7 +589,7 @@ class Session:
         return []
 
     def reserved_nodes(self) -> None:
-        for _, _, fn in self._enabled("enabled_reserved_nodes", self.reserved_nodes_fns):
+        for fn in self._chains["reserved_nodes_fns"]:
             fn()
 
     # sub-jobs are not modelled: every job is its own default sub-job.
@@ -524,93 +599,58 @@ class Session:
     def sub_job_pipelined(self, job: Any, sub_job: Any = None) -> bool:
         return self.job_pipelined(job)
 
-    # -- order functions --------------------------------------------------------------------------
-    def job_order_fn(self, l: Any, r: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_job_order", self.job_order_fns):
+    # -- order functions: the first plugin with an opinion decides, else a fixed tie-break -------
+    def _order(self, attr: str, l: Any, r: Any, tie_break: Callable[[Any, Any], bool]) -> bool:
+        for fn in self._chains[attr]:
             j = fn(l, r)
             if j != 0:
                 return j < 0
-        lt, rt = _ts(l), _ts(r)
-        if lt == rt:
-            return str(l.uid) < str(r.uid)
-        return lt < rt
+        return tie_break(l, r)
+
+    def job_order_fn(self, l: Any, r: Any) -> bool:
+        return self._order("job_order_fns", l, r, _created_first)
 
     def queue_order_fn(self, l: Any, r: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_queue_order", self.queue_order_fns):
-            j = fn(l, r)
-            if j != 0:
-                return j < 0
-        lt, rt = _ts(l), _ts(r)
-        if lt == rt:
-            return str(l.uid) < str(r.uid)
-        return lt < rt
+        return self._order("queue_order_fns", l, r, _created_first)
 
     def cluster_order_fn(self, l: Any, r: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_cluster_order", self.cluster_order_fns):
-            j = fn(l, r)
-            if j != 0:
-                return j < 0
-        return str(getattr(l, "name", l)) < str(getattr(r, "name", r))
-
-    def victim_queue_order_fn(self, l: Any, r: Any, preemptor: Any) -> bool:
-        for _, _, fn in self._enabled(None, self.victim_queue_order_fns):
-            j = fn(l, r, preemptor)
-            if j != 0:
-                return j < 0
-        return not self.queue_order_fn(l, r)
-
-    def task_compare_fns(self, l: Any, r: Any) -> int:
-        for _, _, fn in self._enabled("enabled_task_order", self.task_order_fns):
-            j = fn(l, r)
-            if j != 0:
-                return j
-        return 0
-
-    def task_order_fn(self, l: Any, r: Any) -> bool:
-        res = self.task_compare_fns(l, r)
-        if res != 0:
-            return res < 0
-        return compare_task(l, r)
+        return self._order("cluster_order_fns", l, r, _by_name)
 
     def sub_job_order_fn(self, l: Any, r: Any) -> bool:
-        for _, _, fn in self._enabled("enabled_sub_job_order", self.sub_job_order_fns):
-            j = fn(l, r)
-            if j != 0:
-                return j < 0
-        return str(getattr(l, "uid", l)) < str(getattr(r, "uid", r))
+        return self._order("sub_job_order_fns", l, r, _by_uid)
+
+    def task_order_fn(self, l: Any, r: Any) -> bool:
+        return self._order("task_order_fns", l, r, compare_task)
+
+    def task_compare_fns(self, l: Any, r: Any) -> int:
+        return self._first_opinion("task_order_fns", l, r)
+
+    def victim_queue_order_fn(self, l: Any, r: Any, preemptor: Any) -> bool:
+        j = self._first_opinion("victim_queue_order_fns", l, r, preemptor)
+        if j != 0:
+            return j < 0
+        return not self.queue_order_fn(l, r)
 
     # -- predicates and scoring -------------------------------------------------------------------
     def predicate_fn(self, task: Any, node: Any) -> Any:
         """None when every enabled predicate passes, else the first error (no resource check)."""
-        for _, _, fn in self._enabled("enabled_predicate", self.predicate_fns):
-            err = _call_err(fn, task, node)
-            if err is not None:
-                return err
-        return None
+        return self._first_error("predicate_fns", task, node)
 
     def pre_predicate_fn(self, task: Any) -> Any:
-        for _, _, fn in self._enabled("enabled_predicate", self.pre_predicate_fns):
-            err = _call_err(fn, task)
-            if err is not None:
-                return err
-        return None
+        return self._first_error("pre_predicate_fns", task)
 
     def best_node_fn(self, task: Any, node_scores: dict[float, list[Any]]) -> Any:
-        for _, _, fn in self._enabled("enabled_best_node", self.best_node_fns):
-            best = fn(task, node_scores)
-            if best is not None:
-                return best
-        return None
+        return self._first_answer("best_node_fns", task, node_scores)
 
     def node_order_fn(self, task: Any, node: Any) -> float:
         score = 0.0
-        for _, _, fn in self._enabled("enabled_node_order", self.node_order_fns):
+        for fn in self._chains["node_order_fns"]:
             score += fn(task, node)
         return score
 
     def batch_node_order_fn(self, task: Any, nodes: list[Any]) -> dict[str, float]:
         out: dict[str, float] = {}
-        for _, _, fn in self._enabled("enabled_node_order", self.batch_node_order_fns):
+        for fn in self._chains["batch_node_order_fns"]:
             for name, s in fn(task, nodes).items():
                 out[name] = out.get(name, 0.0) + s
         return out
@@ -638,27 +678,22 @@ class Session:
 
     def predicate_for_allocate_action(self, task: Any, node: Any) -> FitError | None:
         """Fails on Unschedulable, UnschedulableAndUnresolvable or Error/Skip/Wait."""
-        err = self.predicate_fn(task, node)
-        if err is None:
-            return None
-        if not isinstance(err, FitError):
-            return as_fit_error(task, node, err)
-        st = err.status
-        if (st.contains_unschedulable() or st.contains_unschedulable_and_unresolvable()
-                or st.contains_error_skip_or_wait()):
-            return err
-        return None
+        return self._predicate_for_action(task, node, unschedulable_fails=True)
 
     def predicate_for_preempt_action(self, task: Any, node: Any) -> FitError | None:
         """Fails only on UnschedulableAndUnresolvable or Error/Skip/Wait (Unschedulable is what
         preemption may resolve)."""
+        return self._predicate_for_action(task, node, unschedulable_fails=False)
+
+    def _predicate_for_action(self, task: Any, node: Any, *, unschedulable_fails: bool) -> FitError | None:
         err = self.predicate_fn(task, node)
         if err is None:
             return None
         if not isinstance(err, FitError):
             return as_fit_error(task, node, err)
         st = err.status
-        if st.contains_unschedulable_and_unresolvable() or st.contains_error_skip_or_wait():
+        if ((unschedulable_fails and st.contains_unschedulable())
+                or st.contains_unschedulable_and_unresolvable() or st.contains_error_skip_or_wait()):
             return err
         return None
 
@@ -706,21 +741,19 @@ class Session:
     # ---------------------------------------------------------------------------------------------
     def fire_allocate(self, task: Any) -> list[Any]:
         """Run every AllocateFunc; return the errors handlers set on the event."""
-        errs = []
-        for eh in self.event_handlers:
-            if eh.allocate_func is not None:
-                ev = Event(task)
-                eh.allocate_func(ev)
-                if ev.err is not None:
-                    errs.append(ev.err)
-        return errs
+        return self._fire("allocate_func", task)
 
     def fire_deallocate(self, task: Any) -> list[Any]:
+        """Run every DeallocateFunc; return the errors handlers set on the event."""
+        return self._fire("deallocate_func", task)
+
+    def _fire(self, func_attr: str, task: Any) -> list[Any]:
         errs = []
         for eh in self.event_handlers:
-            if eh.deallocate_func is not None:
+            func = getattr(eh, func_attr)
+            if func is not None:
                 ev = Event(task)
-                eh.deallocate_func(ev)
+                func(ev)
                 if ev.err is not None:
                     errs.append(ev.err)
         return errs
@@ -767,15 +800,7 @@ class Session:
         job = self.jobs.get(task.job)
         if job is None:
             raise SessionError(f"failed to find job {task.job}")
-        job.update_task_status(task, TaskStatus.ALLOCATED)
-        task.node_name = hostname
-        n = self.nodes.get(hostname)
-        if n is None:
-            raise SessionError(f"failed to find node {hostname}")
-        n.add_task(task)
-        for eh in self.event_handlers:
-            if eh.allocate_func is not None:
-                eh.allocate_func(Event(task))
+        self._place(task, job, TaskStatus.ALLOCATED, hostname)
         if self.job_ready(job):
             for t in list(job.task_status_index.get(TaskStatus.ALLOCATED, {}).values()):
                 self.dispatch(t)
@@ -786,15 +811,18 @@ class Session:
         job = self.jobs.get(task.job)
         if job is None:
             raise SessionError(f"failed to find job {task.job} when pipeline")
-        job.update_task_status(task, TaskStatus.PIPELINED)
+        self._place(task, job, TaskStatus.PIPELINED, hostname)
+
+    def _place(self, task: Any, job: Any, status: Any, hostname: str) -> None:
+        """The session side of Allocate / Pipeline: status, node, AllocateFuncs (whose errors
+        Volcano ignores here)."""
+        job.update_task_status(task, status)
         task.node_name = hostname
         n = self.nodes.get(hostname)
         if n is None:
             raise SessionError(f"failed to find node {hostname}")
         n.add_task(task)
-        for eh in self.event_handlers:
-            if eh.allocate_func is not None:
-                eh.allocate_func(Event(task))
+        self.fire_allocate(task)
 
     def un_pipeline(self, task: Any) -> None:
         """PR #5045 ``Session.UnPipeline``: un-pipeline in the session, then **immediately** in
@@ -830,9 +858,7 @@ class Session:
         n = self.nodes.get(reclaimee.node_name)
         if n is not None:
             n.update_task(reclaimee)
-        for eh in self.event_handlers:
-            if eh.deallocate_func is not None:
-                eh.deallocate_func(Event(reclaimee))
+        self.fire_deallocate(reclaimee)
 
     def update_pod_group_condition(self, job_info: Any, cond: dict) -> None:
         """Replace (by type) or append a PodGroup condition on the session job."""
@@ -883,6 +909,20 @@ def _vr_passed(vr: Any) -> bool:
     if isinstance(vr, dict):
         return bool(vr.get("pass", vr.get("passed", True)))
     return bool(vr)
+
+
+def _created_first(l: Any, r: Any) -> bool:
+    """Job/queue order tie-break: creation time, then uid."""
+    lt, rt = _ts(l), _ts(r)
+    return str(l.uid) < str(r.uid) if lt == rt else lt < rt
+
+
+def _by_name(l: Any, r: Any) -> bool:
+    return str(getattr(l, "name", l)) < str(getattr(r, "name", r))
+
+
+def _by_uid(l: Any, r: Any) -> bool:
+    return str(getattr(l, "uid", l)) < str(getattr(r, "uid", r))
 
 
 def _ts(obj: Any) -> float:

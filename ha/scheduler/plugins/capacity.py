@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.plugins import register
 from ha.scheduler.plugins.queue_attrs import (
-    QueueAttr, account_job, job_min_resources, new_queue_attr, pg_min_resources, queue_deserved,
-    queue_is_open, queue_priority, total_guarantee_of,
+    QueueAttr, QueueAttrPlugin, enqueue_within_real_capability, open_queue_admits, proportion_share,
+    queue_deserved, queue_is_open, queue_priority, reclaimees_by_queue,
 )
 from ha.scheduler.plugins.util import (
-    INFINITY, PERMIT, REJECT, ZERO, Resource, intersection, intersection_without_pods, res_max, share,
+    INFINITY, PERMIT, REJECT, ZERO, Resource, intersection, intersection_without_pods, res_max,
 )
 
 PLUGIN_NAME = "capacity"
@@ -35,10 +34,7 @@ def capacity_share(attr: QueueAttr) -> float:
     # A queue without a deserved is best-effort: share 1, so it goes after every queue below 1.
     if attr.deserved.is_empty():
         return 1.0
-    res = 0.0
-    for rn in attr.deserved.resource_names():
-        res = max(res, share(attr.allocated.get(rn), attr.deserved.get(rn)))
-    return res
+    return proportion_share(attr)
 
 
 def compare_share_with_deserved(l: QueueAttr | None, r: QueueAttr | None) -> int:
@@ -56,17 +52,9 @@ def compare_share_with_deserved(l: QueueAttr | None, r: QueueAttr | None) -> int
 def capacity_victims(jobs: Mapping[str, Any], opts: Mapping[str, QueueAttr], reclaimer: Any,
                      reclaimees: list[Any]) -> list[Any]:
     victims = []
-    allocations: dict[str, Any] = {}
-    for t in reclaimees:
-        job = jobs[t.job]
-        attr = opts.get(job.queue)
-        if attr is None:
-            continue
+    for t, attr, allocated in reclaimees_by_queue(jobs, opts, reclaimees):
         if not intersection_without_pods(t.resreq, reclaimer.init_resreq):
             continue  # evicting it frees nothing the reclaimer asks for
-        if job.queue not in allocations:
-            allocations[job.queue] = attr.allocated.clone()
-        allocated = allocations[job.queue]
         if not attr.guarantee.less_equal(allocated.clone().sub(t.resreq), ZERO):
             continue  # would drop the queue below its guarantee
         if not intersection(t.resreq, attr.deserved):
@@ -81,31 +69,17 @@ def capacity_victims(jobs: Mapping[str, Any], opts: Mapping[str, QueueAttr], rec
 
 
 @register(PLUGIN_NAME)
-class CapacityPlugin:
-    def __init__(self, arguments: Mapping[str, Any] | None = None):
-        self.arguments = dict(arguments or {})
-        self.total_resource = Resource()
-        self.total_guarantee = Resource()
-        self.queue_opts: dict[str, QueueAttr] = {}
+class CapacityPlugin(QueueAttrPlugin):
+    plugin_name = PLUGIN_NAME
+    queue_share = staticmethod(capacity_share)
 
-    def name(self) -> str:
-        return PLUGIN_NAME
+    def new_attr(self, queue: Any) -> QueueAttr:
+        attr = super().new_attr(queue)
+        attr.deserved = queue_deserved(queue)
+        return attr
 
-    def _update_share(self, attr: QueueAttr) -> None:
-        attr.share = capacity_share(attr)
-
-    def _build_queue_attrs(self, ssn: Any) -> None:
-        self.total_guarantee = total_guarantee_of(ssn.queues.values())
-        self.queue_opts = {}
-        for job in ssn.jobs.values():
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
-                continue
-            if job.queue not in self.queue_opts:
-                attr = new_queue_attr(queue, self.total_resource, self.total_guarantee)
-                attr.deserved = queue_deserved(queue)
-                self.queue_opts[job.queue] = attr
-            account_job(self.queue_opts[job.queue], job)
+    def build_queue_attrs(self, ssn: Any) -> None:
+        super().build_queue_attrs(ssn)
         for attr in self.queue_opts.values():
             if attr.real_capability is not None:
                 attr.deserved.min_dimension_resource(attr.real_capability, INFINITY)
@@ -113,8 +87,7 @@ class CapacityPlugin:
             self._update_share(attr)
 
     def on_session_open(self, ssn: Any) -> None:
-        self.total_resource = ssn.total_resource.clone()
-        self._build_queue_attrs(ssn)
+        self.build_queue_attrs(ssn)
         opts = self.queue_opts
 
         def queue_order(l: Any, r: Any) -> int:
@@ -131,27 +104,14 @@ class CapacityPlugin:
         ssn.add_reclaimable_fn(self.name(), reclaimable)
 
         def preemptive(queue: Any, task: Any) -> bool:
-            if not queue_is_open(queue):
-                return False
-            attr = opts.get(queue.uid)
-            if attr is None:
-                return False
-            future_used = attr.allocated.clone().add(task.resreq)
-            ok, _ = future_used.less_equal_partly_with_dimension_zero_filtered(attr.deserved, task.resreq)
-            return ok
+            return open_queue_admits(opts, queue, task, "deserved",
+                                     Resource.less_equal_partly_with_dimension_zero_filtered)
 
         ssn.add_preemptive_fn(self.name(), preemptive)
 
         def allocatable(queue: Any, candidate: Any) -> bool:
-            if not queue_is_open(queue):
-                return False
-            attr = opts.get(queue.uid)
-            if attr is None:
-                return False
-            future_used = attr.allocated.clone().add(candidate.resreq)
-            ok, _ = future_used.less_equal_with_dimension_and_resources_name(attr.real_capability,
-                                                                            candidate.resreq)
-            return ok
+            return open_queue_admits(opts, queue, candidate, "real_capability",
+                                     Resource.less_equal_with_dimension_and_resources_name)
 
         ssn.add_allocatable_fn(self.name(), allocatable)
 
@@ -160,37 +120,7 @@ class CapacityPlugin:
             attr = opts.get(job.queue)
             if queue is None or attr is None or not queue_is_open(queue):
                 return REJECT
-            if attr.real_capability is None or pg_min_resources(job) is None:
-                return PERMIT
-            min_req = job_min_resources(job)
-            r = min_req.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-            ok, _ = r.less_equal_with_dimension_and_resources_name(attr.real_capability, min_req)
-            if not ok:
-                return REJECT
-            attr.inqueue.add(min_req)
-            return PERMIT
+            return enqueue_within_real_capability(attr, job)
 
         ssn.add_job_enqueueable_fn(self.name(), job_enqueueable)
-
-        def _attr_of(task: Any) -> QueueAttr | None:
-            job = ssn.jobs.get(task.job)
-            return opts.get(job.queue) if job is not None else None
-
-        def on_allocate(event: Any) -> None:
-            attr = _attr_of(event.task)
-            if attr is not None:
-                attr.allocated.add(event.task.resreq)
-                self._update_share(attr)
-
-        def on_deallocate(event: Any) -> None:
-            attr = _attr_of(event.task)
-            if attr is not None:
-                attr.allocated.sub(event.task.resreq)
-                self._update_share(attr)
-
-        ssn.add_event_handler(EventHandler(allocate_func=on_allocate, deallocate_func=on_deallocate))
-
-    def on_session_close(self, ssn: Any) -> None:
-        self.total_resource = Resource()
-        self.total_guarantee = Resource()
-        self.queue_opts = {}
+        self.add_share_handlers(ssn)

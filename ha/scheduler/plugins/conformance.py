@@ -5,10 +5,10 @@ Victims exclude pods in ``kube-system`` and pods whose priority class is
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from ha.scheduler.plugins import register
-from ha.scheduler.plugins.util import PERMIT
+from ha.scheduler.plugins.util import PERMIT, Plugin
 
 PLUGIN_NAME = "conformance"
 
@@ -32,16 +32,9 @@ def evictable(evictor: Any, evictees: list[Any]) -> tuple[list[Any], int]:
 
 
 @register(PLUGIN_NAME)
-class ConformancePlugin:
-    def __init__(self, arguments: Mapping[str, Any] | None = None):
-        self.arguments = dict(arguments or {})
-
-    def name(self) -> str:
-        return PLUGIN_NAME
+class ConformancePlugin(Plugin):
+    plugin_name = PLUGIN_NAME
 
     def on_session_open(self, ssn: Any) -> None:
         ssn.add_preemptable_fn(self.name(), evictable)
         ssn.add_reclaimable_fn(self.name(), evictable)
-
-    def on_session_close(self, ssn: Any) -> None:
-        pass

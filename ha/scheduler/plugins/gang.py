@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from ha.scheduler.api import TaskStatus, ValidateResult, allocated_status
 from ha.scheduler.plugins import register
-from ha.scheduler.plugins.util import PERMIT, REJECT
+from ha.scheduler.plugins.util import PERMIT, REJECT, Plugin
 
 PLUGIN_NAME = "gang"
 
@@ -95,12 +95,8 @@ def schedulable_task_num(job: Any) -> int:
 
 
 @register(PLUGIN_NAME)
-class GangPlugin:
-    def __init__(self, arguments: Mapping[str, Any] | None = None):
-        self.arguments = dict(arguments or {})
-
-    def name(self) -> str:
-        return PLUGIN_NAME
+class GangPlugin(Plugin):
+    plugin_name = PLUGIN_NAME
 
     def on_session_open(self, ssn: Any) -> None:
         ssn.add_job_valid_fn(self.name(), job_valid)

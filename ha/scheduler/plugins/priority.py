@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ha.scheduler.plugins import register
-from ha.scheduler.plugins.util import PERMIT
+from ha.scheduler.plugins.util import PERMIT, Plugin
 
 PLUGIN_NAME = "priority"
 
@@ -48,12 +48,8 @@ def job_starving(job: Any) -> bool:
 
 
 @register(PLUGIN_NAME)
-class PriorityPlugin:
-    def __init__(self, arguments: Mapping[str, Any] | None = None):
-        self.arguments = dict(arguments or {})
-
-    def name(self) -> str:
-        return PLUGIN_NAME
+class PriorityPlugin(Plugin):
+    plugin_name = PLUGIN_NAME
 
     def on_session_open(self, ssn: Any) -> None:
         ssn.add_task_order_fn(self.name(), task_order)
@@ -64,6 +60,3 @@ class PriorityPlugin:
 
         ssn.add_preemptable_fn(self.name(), preemptable)
         ssn.add_job_starving_fns(self.name(), job_starving)
-
-    def on_session_close(self, ssn: Any) -> None:
-        pass

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.plugins import register
 from ha.scheduler.plugins.queue_attrs import (
-    QueueAttr, account_job, job_min_resources, new_queue_attr, pg_min_resources, proportion_share,
-    queue_is_open, queue_priority, total_guarantee_of,
+    QueueAttr, QueueAttrPlugin, enqueue_within_real_capability, new_queue_attr, open_queue_admits,
+    proportion_share, queue_is_open, queue_priority, reclaimees_by_queue,
 )
 from ha.scheduler.plugins.util import (
     INFINITY, PERMIT, REJECT, ZERO, Resource, exceeded_part, res_max, semantic_equal,
@@ -61,32 +60,15 @@ def compute_deserved(attrs: Mapping[str, QueueAttr], total: Any) -> None:
 
 
 @register(PLUGIN_NAME)
-class ProportionPlugin:
-    def __init__(self, arguments: Mapping[str, Any] | None = None):
-        self.arguments = dict(arguments or {})
-        self.total_resource = Resource()
-        self.total_guarantee = Resource()
-        self.queue_opts: dict[str, QueueAttr] = {}
+class ProportionPlugin(QueueAttrPlugin):
+    plugin_name = PLUGIN_NAME
+    queue_share = staticmethod(proportion_share)
 
-    def name(self) -> str:
-        return PLUGIN_NAME
-
-    def _update_share(self, attr: QueueAttr) -> None:
-        attr.share = proportion_share(attr)
+    def new_attr(self, queue: Any) -> QueueAttr:
+        return new_queue_attr(queue, self.total_resource, self.total_guarantee, weight=int(queue.weight))
 
     def on_session_open(self, ssn: Any) -> None:
-        self.total_resource = ssn.total_resource.clone()
-        self.total_guarantee = total_guarantee_of(ssn.queues.values())
-        self.queue_opts = {}
-        for job in ssn.jobs.values():
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
-                continue  # jobs of unknown queues are never scheduled
-            if job.queue not in self.queue_opts:
-                self.queue_opts[job.queue] = new_queue_attr(
-                    queue, self.total_resource, self.total_guarantee, weight=int(queue.weight))
-            account_job(self.queue_opts[job.queue], job)
-
+        self.build_queue_attrs(ssn)
         compute_deserved(self.queue_opts, self.total_resource)
         opts = self.queue_opts
 
@@ -105,15 +87,7 @@ class ProportionPlugin:
 
         def reclaimable(reclaimer: Any, reclaimees: list[Any]) -> tuple[list[Any], int]:
             victims = []
-            allocations: dict[str, Any] = {}
-            for t in reclaimees:
-                job = ssn.jobs[t.job]
-                attr = opts.get(job.queue)
-                if attr is None:
-                    continue
-                if job.queue not in allocations:
-                    allocations[job.queue] = attr.allocated.clone()
-                allocated = allocations[job.queue]
+            for t, attr, allocated in reclaimees_by_queue(ssn.jobs, opts, reclaimees):
                 if not allocated.less_equal(attr.deserved, ZERO):
                     allocated.sub(t.resreq)
                     victims.append(t)
@@ -128,52 +102,20 @@ class ProportionPlugin:
         ssn.add_overused_fn(self.name(), overused)
 
         def queue_allocatable(queue: Any, candidate: Any) -> bool:
-            if not queue_is_open(queue):
-                return False
-            attr = opts.get(queue.uid)
-            if attr is None:
-                return False
-            future_used = attr.allocated.clone().add(candidate.resreq)
-            ok, _ = future_used.less_equal_with_dimension_and_resources_name(attr.deserved, candidate.resreq)
-            return ok
+            return open_queue_admits(opts, queue, candidate, "deserved",
+                                     Resource.less_equal_with_dimension_and_resources_name)
 
         ssn.add_allocatable_fn(self.name(), queue_allocatable)
         ssn.add_preemptive_fn(self.name(), queue_allocatable)
 
         def job_enqueueable(job: Any) -> int:
             queue = ssn.queues.get(job.queue)
-            attr = opts.get(job.queue)
             if queue is None or not queue_is_open(queue):
                 return REJECT
-            if attr is None or attr.real_capability is None:
+            attr = opts.get(job.queue)
+            if attr is None:
                 return PERMIT
-            if pg_min_resources(job) is None:
-                return PERMIT
-            min_req = job_min_resources(job)
-            r = min_req.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-            ok, _ = r.less_equal_with_dimension_and_resources_name(attr.real_capability, min_req)
-            if ok:
-                attr.inqueue.add(min_req)
-                return PERMIT
-            return REJECT
+            return enqueue_within_real_capability(attr, job)
 
         ssn.add_job_enqueueable_fn(self.name(), job_enqueueable)
-
-        def on_allocate(event: Any) -> None:
-            attr = opts.get(ssn.jobs[event.task.job].queue) if event.task.job in ssn.jobs else None
-            if attr is not None:
-                attr.allocated.add(event.task.resreq)
-                self._update_share(attr)
-
-        def on_deallocate(event: Any) -> None:
-            attr = opts.get(ssn.jobs[event.task.job].queue) if event.task.job in ssn.jobs else None
-            if attr is not None:
-                attr.allocated.sub(event.task.resreq)
-                self._update_share(attr)
-
-        ssn.add_event_handler(EventHandler(allocate_func=on_allocate, deallocate_func=on_deallocate))
-
-    def on_session_close(self, ssn: Any) -> None:
-        self.total_resource = Resource()
-        self.total_guarantee = Resource()
-        self.queue_opts = {}
+        self.add_share_handlers(ssn)

@@ -1,12 +1,16 @@
 """Per-queue quota attributes shared by proportion and capacity (their ``queueAttr``), built
-from the jobs of a session as both Volcano plugins do."""
+from the jobs of a session as both Volcano plugins do, and the rules both plugins apply to them
+(:class:`QueueAttrPlugin`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator, Mapping
 
 from ha.scheduler.api import QueueState, Resource, TaskStatus, allocated_status
-from ha.scheduler.plugins.util import INFINITY, MAX_FLOAT, exceeded_part, share
+from ha.scheduler.framework.events import EventHandler
+from ha.scheduler.plugins.util import (
+    INFINITY, MAX_FLOAT, PERMIT, REJECT, Plugin, exceeded_part, share,
+)
 
 PG_INQUEUE = "Inqueue"
 PG_RUNNING = "Running"
@@ -159,3 +163,104 @@ def proportion_share(attr: QueueAttr) -> float:
     for rn in attr.deserved.resource_names():
         res = max(res, share(attr.allocated.get(rn), attr.deserved.get(rn)))
     return res
+
+
+def open_queue_admits(opts: Mapping[str, QueueAttr], queue: Any, task: Any, limit: str,
+                      fits: Callable[[Resource, Resource, Resource], tuple[bool, list[str]]]) -> bool:
+    """Allocatable / Preemptive: False for a closed or unknown queue, else whether
+    ``fits(allocated + request, <limit attribute>, request)``."""
+    if not queue_is_open(queue):
+        return False
+    attr = opts.get(queue.uid)
+    if attr is None:
+        return False
+    ok, _ = fits(attr.allocated.clone().add(task.resreq), getattr(attr, limit), task.resreq)
+    return ok
+
+
+def enqueue_within_real_capability(attr: QueueAttr, job: Any) -> int:
+    """JobEnqueueable's quota rule: PERMIT when minResources + allocated + inqueue − elastic fit
+    the real capability (on minResources' dimensions), and count the job as inqueue; PERMIT
+    without a real capability or minResources."""
+    if attr.real_capability is None or pg_min_resources(job) is None:
+        return PERMIT
+    min_req = job_min_resources(job)
+    r = min_req.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+    ok, _ = r.less_equal_with_dimension_and_resources_name(attr.real_capability, min_req)
+    if not ok:
+        return REJECT
+    attr.inqueue.add(min_req)
+    return PERMIT
+
+
+def reclaimees_by_queue(jobs: Mapping[Any, Any], opts: Mapping[str, QueueAttr],
+                        reclaimees: list[Any]) -> Iterator[tuple[Any, QueueAttr, Resource]]:
+    """(task, its queue's attributes, a running copy of that queue's allocated) for every
+    reclaimee of a known queue; the copy is shared by the queue's tasks, so a victim the
+    caller subtracts counts for the next candidate."""
+    allocations: dict[str, Resource] = {}
+    for t in reclaimees:
+        job = jobs[t.job]
+        attr = opts.get(job.queue)
+        if attr is None:
+            continue
+        allocated = allocations.get(job.queue)
+        if allocated is None:
+            allocated = allocations[job.queue] = attr.allocated.clone()
+        yield t, attr, allocated
+
+
+# ----------------------------------------------------------------------- the plugins' common part
+
+class QueueAttrPlugin(Plugin):
+    """What proportion and capacity share: ``queue_opts`` built at session open from the jobs of
+    known queues, Allocate/Deallocate handlers keeping allocated and share current, and the reset
+    at session close. A plugin sets ``queue_share`` and may extend ``new_attr``."""
+
+    queue_share = staticmethod(proportion_share)
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None):
+        super().__init__(arguments)
+        self.total_resource = Resource()
+        self.total_guarantee = Resource()
+        self.queue_opts: dict[str, QueueAttr] = {}
+
+    def _update_share(self, attr: QueueAttr) -> None:
+        attr.share = self.queue_share(attr)
+
+    def new_attr(self, queue: Any) -> QueueAttr:
+        return new_queue_attr(queue, self.total_resource, self.total_guarantee)
+
+    def build_queue_attrs(self, ssn: Any) -> None:
+        self.total_resource = ssn.total_resource.clone()
+        self.total_guarantee = total_guarantee_of(ssn.queues.values())
+        self.queue_opts = {}
+        for job in ssn.jobs.values():
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue  # jobs of unknown queues are never scheduled
+            attr = self.queue_opts.get(job.queue)
+            if attr is None:
+                attr = self.queue_opts[job.queue] = self.new_attr(queue)
+            account_job(attr, job)
+
+    def add_share_handlers(self, ssn: Any) -> None:
+        """Allocate adds the task's request to its queue's allocated, Deallocate subtracts it."""
+        opts = self.queue_opts
+
+        def handler(move: Callable[[Resource, Resource], Any]) -> Callable[[Any], None]:
+            def on_event(event: Any) -> None:
+                job = ssn.jobs.get(event.task.job)
+                attr = opts.get(job.queue) if job is not None else None
+                if attr is not None:
+                    move(attr.allocated, event.task.resreq)
+                    self._update_share(attr)
+            return on_event
+
+        ssn.add_event_handler(EventHandler(allocate_func=handler(Resource.add),
+                                           deallocate_func=handler(Resource.sub)))
+
+    def on_session_close(self, ssn: Any) -> None:
+        self.total_resource = Resource()
+        self.total_guarantee = Resource()
+        self.queue_opts = {}

@@ -16,6 +16,22 @@ from ha.scheduler.framework.events import ABSTAIN, PERMIT, REJECT  # noqa: F401 
 MAX_FLOAT = 1.7976931348623157e308  # math.MaxFloat64: an unlimited capability dimension
 
 
+class Plugin:
+    """The common part of ``framework.Plugin``: ``name()`` is the class's ``plugin_name``, the tier
+    option's arguments are kept, and closing a session does nothing unless a plugin says so."""
+
+    plugin_name = ""
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None):
+        self.arguments = dict(arguments or {})
+
+    def name(self) -> str:
+        return self.plugin_name
+
+    def on_session_close(self, ssn: Any) -> None:
+        pass
+
+
 def res_max(a: Resource, b: Resource) -> Resource:
     """helpers.Max: the larger value per dimension (negative scalars dropped)."""
     out = Resource(max(a.milli_cpu, b.milli_cpu), max(a.memory, b.memory))
