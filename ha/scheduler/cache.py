@@ -279,6 +279,9 @@ class SchedulerCache:
             node = self.nodes.get(name)
             live = ti.status not in _TERMINATED
             if node is not None and live:
+                if node.swap_task(ti):   # same status and request: accounting unchanged
+                    job.replace_task_info(prev, ti)
+                    return
                 node.remove_task(prev)
             if node is None:  # as _add_task: placeholder NodeInfo(nil)
                 node = self.nodes[name] = NodeInfo(None)

@@ -290,3 +290,25 @@ def test_the_fast_path_is_taken_for_an_annotation_update_and_matches_delete_add(
     assert state(caches[0]) == state(caches[1])
     assert list(caches[0].jobs["ns/g0"].tasks) == ["ns-a", "ns-b"]
     assert caches[0].nodes["n0"].used.milli_cpu == 1000
+
+
+def test_node_swap_task_only_when_accounting_cannot_change():
+    """NodeInfo.swap_task replaces the stored copy only for the same status and request; anything
+    else is refused (the caller then does RemoveTask + AddTask)."""
+    c = SchedulerCache(profile("v1.14"))
+    c.add_queue(make_queue("default"))
+    c.add_node(make_node("n0"))
+    c.add_pod_group(make_pod_group("g0", min_member=1))
+    c.add_pod(make_pod("b", group="g0", node="n0", phase="Running"))
+    node = c.nodes["n0"]
+    stored = node.tasks["ns/b"]
+    used = node.used.milli_cpu
+    same = c.new_task_info(make_pod("b", group="g0", node="n0", phase="Running"))
+    assert node.swap_task(same) and node.tasks["ns/b"] is not stored and node.used.milli_cpu == used
+    bigger = c.new_task_info(make_pod("b", group="g0", node="n0", phase="Running", cpu=2000))
+    other_status = c.new_task_info(make_pod("b", group="g0", node="n0", phase="Pending"))
+    missing = c.new_task_info(make_pod("zz", group="g0", node="n0", phase="Running"))
+    for t in (bigger, other_status, missing):
+        before = node.tasks.get("ns/b")
+        assert not node.swap_task(t) and node.tasks.get("ns/b") is before
+    assert node.used.milli_cpu == used

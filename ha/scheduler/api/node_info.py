@@ -183,6 +183,26 @@ class NodeInfo:
                 self.used.sub(r)
         del self.tasks[key]
 
+    def swap_task(self, ti: TaskInfo) -> bool:
+        """RemoveTask + AddTask of a task whose stored copy has the same status and request: the
+        accounting would come back to where it was, so only the stored copy is replaced (the
+        informer's common pod update). False, doing nothing, when that does not hold."""
+        key = f"{ti.namespace}/{ti.name}"
+        stored = self.tasks.get(key)
+        if stored is None or stored.status != ti.status or (ti.node_name and self.name and ti.node_name != self.name):
+            return False
+        a, b = stored.resreq, ti.resreq
+        if not (a.milli_cpu == b.milli_cpu and a.memory == b.memory
+                and a.scalar_resources == b.scalar_resources):
+            return False
+        if self._sink is not None:
+            self._sink.add(self.name)
+        c = ti.clone()
+        ti.node_name = c.node_name = self.name
+        del self.tasks[key]       # re-insert: the same iteration order as remove + add
+        self.tasks[key] = c
+        return True
+
     def update_task(self, ti: TaskInfo) -> None:
         """RemoveTask + AddTask; where AddTask fails Volcano calls klog.Fatalf → FatalCacheError."""
         self.remove_task(ti)
