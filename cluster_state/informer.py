@@ -27,13 +27,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-import msgpack
-
 from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED,
                                     WRITE_TIME_ANNOTATION, Delivery, DeliveryHook, DeliveryLog, Key,
                                     PassThrough, object_key, write_time_of)
 from cluster_state.fifo import DeltaFIFO, RealFIFO
-from cluster_state.reflector import _TYPES, WATCH_TYPES, Backoff, InformerStats, Reflector, decode_entry
+from cluster_state.reflector import Backoff, InformerStats, Reflector, page_events
 
 # GC settings for a long-lived scheduler-instance process that holds informer caches (measured in
 # `bench informer`, see BENCHMARKS.md): a collection's pause grows with the objects it walks, and
@@ -334,45 +332,12 @@ class Informer:
         kind, stats = self.kind, self.stats
         ns = self.reflector.namespace
         items = self.store._items
-        unpackb = msgpack.unpackb
-        types = _TYPES
         log_on = self.log is not None
         default_stamp = self.write_time is write_time_of
-        if rv is None:
-            rv = self.reflector.last_synced_rv
+        seen = [self.reflector.last_synced_rv if rv is None else rv]
         n = 0
         try:
-            for e in entries:
-                try:   # decode_entry's common case, inlined (once per event)
-                    eid, f = e
-                    if len(f) == 4 and f[0] == b"t" and f[2] == b"o":
-                        typ = types.get(f[1])
-                        obj = unpackb(f[3], raw=False, strict_map_key=False)
-                        md = obj.get("metadata") if type(obj) is dict else None
-                        if typ is None or type(md) is not dict:
-                            raise ValueError
-                        erv = int(eid.split(b"-", 1)[0])
-                    else:
-                        raise ValueError
-                except Exception:  # noqa: BLE001 -- the careful path says what is wrong
-                    typ, obj, erv, err = decode_entry(kind, e)
-                    if erv > rv:
-                        rv = erv
-                    if typ not in WATCH_TYPES:
-                        stats.corrupt += 1
-                        log.debug("%s: skipping %s entry at rv %s: %s", kind, typ, erv, err)
-                        continue
-                    md = obj["metadata"]
-                if erv > rv:
-                    rv = erv
-                try:
-                    key = (md.get("namespace") or "", md["name"])
-                except KeyError:
-                    stats.corrupt += 1
-                    continue
-                if ns is not None and key[0] != ns:
-                    stats.filtered += 1
-                    continue
+            for typ, key, obj, md, erv in page_events(kind, entries, stats, ns, seen):
                 n += 1
                 if log_on:
                     self._deliver(Delivery(typ, kind, key, obj, erv, received))
@@ -408,6 +373,7 @@ class Informer:
                     self.delivered_rv = erv
         finally:
             stats.events += n
+            rv = seen[0]
             # what was applied stays applied: should anything raise mid-page (handler errors do
             # not), the reflector's retry resumes after the entry it was at, never re-delivers
             if rv > self.reflector.last_synced_rv:
