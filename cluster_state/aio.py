@@ -11,7 +11,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .client import _check_client
 from .store import API_OPS, SCRIPTS, Command, Op, Script, Store, Stream, Txn, async_api_method, keys_for
-from .watch import ListResult, WatchEvent, decoded_watch
+from .watch import ListResult, WatchEvent
 
 __all__ = ["AsyncApiClient"]
 
@@ -140,16 +140,12 @@ class AsyncApiClient:
                     count: int = 1000, send_initial_events: bool = False,
                     resource_version_match: str | None = None,
                     decode: Callable[[str, list], Any] | None = None) -> list[WatchEvent]:
-        """Store.watch. ``decode``: when the read finds events, ``decode(kind, entries)`` gets the
-        raw stream entries (each ``[id, [field, value, ...]]``) and its result is returned instead
-        of ``events_from_entries(kind, entries)`` (the informer decodes straight into its
-        deliveries); Gone and bookmarks are unchanged."""
+        """Store.watch (``decode`` as there), or Store.watch_with_options for a watch-list."""
         if send_initial_events or resource_version_match is not None:   # watch-list (Store.watch_list)
             return await self._run(self.store.watch_with_options(kind, resource_version, send_initial_events,
                                                                  resource_version_match))
-        if decode is not None:
-            return await self._run(decoded_watch(self.store, kind, resource_version, block_ms, count, decode))
-        return await self._run(self.store.watch(kind, resource_version, block_ms=block_ms, count=count))
+        return await self._run(self.store.watch(kind, resource_version, block_ms=block_ms, count=count,
+                                             decode=decode))
 
     def stream_key(self, kind: str) -> str:
         return self.keys.stream(kind)

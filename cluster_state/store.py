@@ -964,9 +964,14 @@ class Store:
             results[i] = Conflict(f"bind: gave up after {MAX_RETRIES} conflicting writes", **_ref(info, keys[i]))
 
     # --- watch ----------------------------------------------------------------------------------
-    def watch(self, kind: str, resource_version: int, *, block_ms: int = 1000, count: int = 1000) -> Op:
+    def watch(self, kind: str, resource_version: int, *, block_ms: int = 1000, count: int = 1000,
+              decode: Callable[[str, list], Any] | None = None) -> Op:
         """Events after ``resource_version`` (oldest first), else after blocking up to ``block_ms``
-        a BOOKMARK at the current RV (if it moved) or []. ``block_ms <= 0`` never blocks."""
+        a BOOKMARK at the current RV (if it moved) or []. ``block_ms <= 0`` never blocks.
+        ``decode``: when the read finds events, ``decode(kind, entries)`` gets the raw stream
+        entries (each ``[id, [field, value, ...]]``) and its result is returned instead of
+        ``events_from_entries(kind, entries)`` (the informer decodes straight into its deliveries);
+        Gone and bookmarks are unchanged."""
         info = kind_info(kind)
         rv = resource_version
         if isinstance(rv, bool) or not isinstance(rv, int) or rv < 0:
@@ -987,13 +992,14 @@ class Store:
             # Gone check and the bookmark stay exact
             yield Command(("XREAD", "BLOCK", int(block_ms), "COUNT", 1, "STREAMS", stream, f"{rv}-0"))
             res = yield read
-        return self._watch_result(info, rv, res)
+        return self._watch_result(info, rv, res, decode)
 
     @staticmethod
     def _gone(res: list, rv: int) -> bool:
         return res[0] is not None and int(res[0]) > rv
 
-    def _watch_result(self, info: KindInfo, rv: int, res: list) -> list[WatchEvent]:
+    def _watch_result(self, info: KindInfo, rv: int, res: list,
+                      decode: Callable[[str, list], Any] | None = None) -> list[WatchEvent]:
         compacted, entries, cur = res
         if compacted is not None and int(compacted) > rv:
             compacted = int(compacted)
@@ -1001,7 +1007,7 @@ class Store:
                        f"up to {compacted}; relist", kind=info.name, field="resourceVersion",
                        compacted=compacted)
         if entries:
-            return events_from_entries(info.name, entries)
+            return (decode or events_from_entries)(info.name, entries)
         cur = int(cur) if cur is not None else 0
         return [WatchEvent("BOOKMARK", info.name, None, cur)] if cur > rv else []
 

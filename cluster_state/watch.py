@@ -8,8 +8,7 @@ import msgpack
 from .codec import decode
 from .errors import CorruptObject
 
-__all__ = ["WatchEvent", "ListResult", "EVENT_TYPES", "event_from_entry", "events_from_entries",
-           "decoded_watch"]
+__all__ = ["WatchEvent", "ListResult", "EVENT_TYPES", "event_from_entry", "events_from_entries"]
 
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 _TYPES = {t.encode(): t for t in EVENT_TYPES}
@@ -91,24 +90,3 @@ def events_from_entries(kind: str, entries: list) -> list[WatchEvent]:
             pass
         append(event_from_entry(kind, e))
     return out
-
-
-def decoded_watch(store, kind: str, rv: int, block_ms: int, count: int, decode):
-    """``Store.watch`` (keep in step with it: the same reads, Gone, bookmark) with the raw stream
-    entries, when the read found any, handed to ``decode(kind, entries)`` and its result returned
-    instead of ``events_from_entries(kind, entries)``: both clients' ``watch(..., decode=fn)``
-    (the informer's reflector decodes straight into its deliveries)."""
-    from .objects import kind_info
-    from .store import Command, Store
-    op = store.watch(kind, rv, block_ms=block_ms, count=count)
-    read = next(op)     # Store.watch checks the arguments and builds its MULTI/EXEC read
-    op.close()
-    info = kind_info(kind)
-    res = yield read
-    if not res[1] and block_ms and block_ms > 0 and not Store._gone(res, rv):
-        stream = store.keys.stream(info.name)
-        yield Command(("XREAD", "BLOCK", int(block_ms), "COUNT", 1, "STREAMS", stream, f"{rv}-0"))
-        res = yield read
-    compacted, entries, cur = res
-    none = store._watch_result(info, rv, [compacted, None, cur])   # Gone, else bookmark / []
-    return decode(info.name, entries) if entries else none
