@@ -83,17 +83,18 @@ def _make_cache():
 
 
 class _CacheHandlers:
-    """Informer handlers -> SchedulerCache methods for one kind."""
+    """Informer handlers -> SchedulerCache methods for one kind (or a dict store without a cache).
+    The update handler is the cache's own method (the instance's adapter adds one frame only)."""
 
     def __init__(self, cache: Any, kind: str, store: dict) -> None:
         self.cache, self.store = cache, store
         name = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue"}[kind]
         if cache is not None:
             self._add = getattr(cache, f"add_{name}")
-            self._update = getattr(cache, f"update_{name}", None)
+            self.on_update = getattr(cache, f"update_{name}")
             self._delete = getattr(cache, f"delete_{name}")
         else:
-            self._add = self._update = self._delete = None
+            self._add = self._delete = None
 
     def on_add(self, obj, initial):
         if self._add is not None:
@@ -101,11 +102,8 @@ class _CacheHandlers:
         else:
             self.store[obj["metadata"]["name"]] = obj
 
-    def on_update(self, old, new):
-        if self._update is not None:
-            self._update(old, new)
-        else:
-            self.store[new["metadata"]["name"]] = new
+    def on_update(self, old, new):   # the dict store's (the cache's method replaces it)
+        self.store[new["metadata"]["name"]] = new
 
     def on_delete(self, obj, tombstone=False):
         if self._delete is not None:

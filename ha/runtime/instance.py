@@ -183,35 +183,43 @@ def percentiles(samples) -> dict | None:
 
 class _CacheHandlers:
     """Informer handlers → cache methods. A FatalCacheError (Volcano: klog.Fatalf → the process
-    exits) is caught here, counted, and turned into an instance restart."""
+    exits) is caught here, counted, and turned into an instance restart. (Once per informer event:
+    one frame between the informer and the cache, the exception class looked up once.)"""
 
     def __init__(self, inst: "SchedulerInstance", cache, kind: str):
+        from ha.scheduler.api.types import FatalCacheError   # with the cache, not at module import
         self.inst, self.cache = inst, cache
+        self._fatal_error = FatalCacheError
         name = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
                 "PriorityClass": "priority_class"}[kind]
         self._add = getattr(cache, f"add_{name}")
         self._update = getattr(cache, f"update_{name}", None)
         self._delete = getattr(cache, f"delete_{name}")
 
-    def _guard(self, fn, *args):
-        from ha.scheduler.api.types import FatalCacheError
-        try:
-            fn(*args)
-        except FatalCacheError as e:
-            self.inst._fatal(f"informer handler: {e}")
+    def _fatal(self, e: BaseException) -> None:
+        self.inst._fatal(f"informer handler: {e}")
 
     def on_add(self, obj, is_initial_list=False):
-        self._guard(self._add, obj)
+        try:
+            self._add(obj)
+        except self._fatal_error as e:
+            self._fatal(e)
 
     def on_update(self, old, new):
-        if self._update is None:   # e.g. priority classes without an update handler
-            self._guard(self._delete, old)
-            self._guard(self._add, new)
-        else:
-            self._guard(self._update, old, new)
+        try:
+            if self._update is None:   # e.g. priority classes without an update handler
+                self._delete(old)
+                self._add(new)
+            else:
+                self._update(old, new)
+        except self._fatal_error as e:
+            self._fatal(e)
 
     def on_delete(self, obj, tombstone=False):
-        self._guard(self._delete, obj)
+        try:
+            self._delete(obj)
+        except self._fatal_error as e:
+            self._fatal(e)
 
 
 class _BindWorker:

@@ -142,13 +142,23 @@ class SchedulerCache:
         """sc.NewTaskInfo: api.TaskInfo(pod) (+ the priority admission emulation)."""
         ti = TaskInfo(pod, self.switches, init_req)
         if self.pod_priority_admission:
-            spec = pod.get("spec") or _EMPTY
-            if spec.get("priority") is None:
-                pcn = spec.get("priorityClassName")
-                pc = self.priority_classes.get(pcn) if pcn else self.default_priority_class
-                if pc is not None and "volcano.sh/task-priority" not in (_md(pod).get("annotations") or _EMPTY):
-                    ti.priority = int(pc.get("value") or 0)
+            prio = self._admitted_priority(pod)
+            if prio is not None:
+                ti.priority = prio
         return ti
+
+    def _admitted_priority(self, pod: dict) -> int | None:
+        """The Priority admission emulation: the value of the pod's PriorityClass (or the global
+        default) for a pod without ``spec.priority`` and without a task-priority annotation;
+        None when it does not apply."""
+        spec = pod.get("spec") or _EMPTY
+        if spec.get("priority") is not None:
+            return None
+        pcn = spec.get("priorityClassName")
+        pc = self.priority_classes.get(pcn) if pcn else self.default_priority_class
+        if pc is None or "volcano.sh/task-priority" in (_md(pod).get("annotations") or _EMPTY):
+            return None
+        return int(pc.get("value") or 0)
 
     def _get_or_create_job(self, ti: TaskInfo) -> JobInfo | None:
         if not ti.job:
@@ -225,11 +235,12 @@ class SchedulerCache:
         return t.status == PIPELINED and self.switches.informer_guard_pipelined
 
     def _update_pod(self, old: dict, new: dict) -> None:
-        """updatePod = deletePod(old) + addPod(new). When the new task keeps the old one's job,
-        uid, name, node and status (the common update: annotations, conditions), the stored task
-        is swapped for the new one in place (``_replace_task``): the same resulting state as
-        delete + add (tests/scheduler/test_cache_update_fastpath.py), without unwinding and
-        redoing the job's bookkeeping. (Once per informer event: look-ups done once.)"""
+        """updatePod = deletePod(old) + addPod(new), with the same resulting state
+        (tests/scheduler/test_cache_update_fastpath.py) in cheaper steps for the common updates
+        (annotations, conditions): a stored task the new pod would rebuild equal is kept and the
+        pod swapped in (``TaskInfo.rebuilt_equal``); one that keeps its job, uid, name, node and
+        status is swapped for the new one (``_replace_task``), without unwinding and redoing the
+        job's bookkeeping. (Once per informer event: look-ups done once.)"""
         omd = old.get("metadata") or _EMPTY
         nmd = new.get("metadata") or _EMPTY
         ns = omd.get("namespace", "")
@@ -238,34 +249,43 @@ class SchedulerCache:
         uid = omd.get("uid") or f"{ns}-{omd.get('name', '')}"
         job = self.jobs.get(job_id)
         prev = job.tasks.get(uid) if job is not None else None
-        if not (new.get("spec") or _EMPTY).get("nodeName"):
-            # _allocated_pod_in_cache(new), with the look-up of old reused when new has its ids
-            nuid = nmd.get("uid")
-            if (nuid and nuid == uid and nmd.get("namespace", "") == ns
-                    and (nmd.get("annotations") or _EMPTY).get(GROUP_NAME_ANNOTATION) == gn):
+        nann = nmd.get("annotations") or _EMPTY
+        spec = new.get("spec") or _EMPTY
+        # new has old's ids (so its task is prev's): the look-ups of old serve new too
+        nuid = nmd.get("uid")
+        same_ids = (nuid == omd.get("uid") and (nuid or nmd.get("name") == omd.get("name"))
+                    and nmd.get("namespace", "") == ns and nann.get(GROUP_NAME_ANNOTATION) == gn)
+        if not spec.get("nodeName"):   # _allocated_pod_in_cache(new)
+            if same_ids:
                 t = prev
             else:
                 nj, nu = self._job_and_uid(new)
-                if (nj, nu) == (job_id, uid):
-                    t = prev
-                else:
-                    j = self.jobs.get(nj)
-                    t = j.tasks.get(nu) if j is not None else None
+                j = self.jobs.get(nj)
+                t = j.tasks.get(nu) if j is not None else None
             if t is not None and (t.status in _ALLOCATED or (
                     t.status == PIPELINED and self.switches.informer_guard_pipelined)):
                 self.stats["ignored_updates"] += 1
                 return
         if not nmd.get("ownerReferences") and omd.get("ownerReferences"):
             new.setdefault("metadata", {})["ownerReferences"] = omd["ownerReferences"]
+            nmd = new["metadata"]
+        alive = prev is not None and (job.pod_group is not None or len(job.tasks) > 1)  # delete keeps the job
+        if alive and same_ids and prev.rebuilt_equal(
+                new, self.switches, self._admitted_priority(new)
+                if self.pod_priority_admission and spec.get("priority") is None else None,
+                md=nmd, spec=spec, ann=nann):
+            # keep the object, swap in the pod, move it as delete + add would (orders, node copy)
+            prev.pod = new
+            self._replace_task(job, prev, prev)
+            return
         try:
             ti = self.new_task_info(new, _same_request(prev, new))
         except Exception:
             self._delete_pod(old)   # as delete + add: the old task is gone even if the new fails
             raise
-        if (prev is not None and ti.uid == uid and ti.job == job_id and ti.status == prev.status
+        if (alive and ti.uid == uid and ti.job == job_id and ti.status == prev.status
                 and ti.node_name == prev.node_name and ti.name == prev.name
-                and ti.namespace == prev.namespace
-                and (job.pod_group is not None or len(job.tasks) > 1)):   # job stays alive
+                and ti.namespace == prev.namespace):
             self._replace_task(job, prev, ti)
             return
         self._delete_pod(old)

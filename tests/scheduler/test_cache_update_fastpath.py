@@ -1,6 +1,7 @@
-"""SchedulerCache.update_pod's in-place path (same job, uid, node and status: the task is swapped
-in its job instead of delete + add) leaves exactly the state Volcano's updatePod = deletePod(old) +
-addPod(new) leaves.
+"""SchedulerCache.update_pod's in-place paths leave exactly the state Volcano's updatePod =
+deletePod(old) + addPod(new) leaves (task identity aside): a task the new pod would rebuild equal is
+kept and the pod swapped in (``TaskInfo.rebuilt_equal``); one keeping its job, uid, node and status
+is swapped for the new task in its job instead of delete + add.
 
 A Hypothesis state machine drives two caches with the same random informer events (creates,
 updates of every field a TaskInfo reads, deletes) mixed with scheduler operations that change the
@@ -9,7 +10,7 @@ a reference whose ``_update_pod`` is the plain delete + add. After every step th
 compared: jobs and their task order, every task's fields, task_status_index (order included),
 total_request / allocated, nodes (stored clones, idle/used/releasing/pipelined), deleted jobs,
 stats, errors and the digest. Resource requests include fractional quantities so float sums that
-are not exact would show.
+are not exact would show; PriorityClasses come and go under pods without spec.priority.
 """
 from __future__ import annotations
 
@@ -141,12 +142,26 @@ class FastPathEquivalence(RuleBasedStateMachine):
         "annotation", "annotation", "condition", "condition", "priority", "task-priority", "role",
         "preemptable", "run", "finish", "fail", "deleting", "nominate", "unnominate", "bind-node",
         "unbind-node", "cpu", "regroup", "ungroup", "pipelined-annotations", "eviction-annotation",
-        "owner", "uid", "gates"]), value=st.integers(0, 3))
+        "owner", "uid", "gates", "noop", "noop", "priority-none", "pc-name", "label-role",
+        "label-preemptable"]), value=st.integers(0, 3))
     def update_pod(self, name, change, value):
         key = f"ns/{name}"
         old = self.delivered.get(key)
         if old is None:
             return
+        self._update(key, old, change, value)
+
+    @rule(data=st.data(), change=st.sampled_from(["annotation", "condition", "noop", "priority-none",
+                                                   "pc-name", "task-priority", "label-role"]),
+          value=st.integers(0, 3))
+    def touch_pod(self, data, change, value):
+        """The commonest informer events (a pod that exists, updated in what a task may not
+        read): the in-place path's own ground, drawn far more often than by ``update_pod``."""
+        if self.delivered:
+            key = data.draw(st.sampled_from(sorted(self.delivered)))
+            self._update(key, self.delivered[key], change, value)
+
+    def _update(self, key: str, old: dict, change: str, value: int) -> None:
         new = copy.deepcopy(old)
         md, spec, status = new["metadata"], new["spec"], new["status"]
         ann = md.setdefault("annotations", {})
@@ -194,14 +209,31 @@ class FastPathEquivalence(RuleBasedStateMachine):
         elif change == "owner":
             md["ownerReferences"] = [{"kind": "Job", "name": f"j{value}"}]
         elif change == "uid":
-            md["uid"] = f"ns-{name}-{value}"
+            md["uid"] = f"{key.replace('/', '-')}-{value}"
         elif change == "gates":
             spec["schedulingGates"] = [{"name": "g"}] if value else []
+        elif change == "priority-none":
+            spec["priority"] = None
+        elif change == "pc-name":
+            spec["priorityClassName"] = f"pc{value % 2}"
+        elif change == "label-role":
+            md.setdefault("labels", {})["volcano.sh/task-spec"] = f"l{value}"
+        elif change == "label-preemptable":
+            md.setdefault("labels", {})["volcano.sh/preemptable"] = ["true", "false", "x", "0"][value]
         self._deliver(key, new)
 
     @rule(name=st.sampled_from(PODS))
     def delete_pod(self, name):
         self._deliver(f"ns/{name}", None)
+
+    @rule(name=st.sampled_from(["pc0", "pc1"]), value=st.integers(0, 3), default=st.booleans(),
+          delete=st.booleans())
+    def priority_class(self, name, value, default, delete):
+        """PriorityClasses come and go: the admission emulation's value for a pod without
+        spec.priority changes under the stored tasks (a rebuilt task takes the new one)."""
+        pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+              "value": value * 100, "globalDefault": default}
+        self._apply(lambda c: c.delete_priority_class(pc) if delete else c.add_priority_class(pc))
 
     # ---- scheduler side: tasks that no longer match their pods ---------------------------------
     def _pick(self, data, statuses):
@@ -257,13 +289,13 @@ class FastPathEquivalence(RuleBasedStateMachine):
 
 
 TestFastPathEquivalence = FastPathEquivalence.TestCase
-TestFastPathEquivalence.settings = settings(max_examples=200, stateful_step_count=40, deadline=None,
+TestFastPathEquivalence.settings = settings(max_examples=300, stateful_step_count=40, deadline=None,
                                             suppress_health_check=[HealthCheck.too_slow])
 
 
 def test_the_fast_path_is_taken_for_an_annotation_update_and_matches_delete_add():
-    """The common informer update (an annotation) goes through the in-place swap, for a pending
-    task and for one on a node; the result equals the reference's."""
+    """The common informer update (an annotation) keeps the stored task and swaps in the pod, for
+    a pending task and for one on a node; the result equals the reference's."""
     caches = []
     for cls in (SchedulerCache, DeleteAddCache):
         c = cls(profile("v1.14"))
@@ -283,9 +315,12 @@ def test_the_fast_path_is_taken_for_an_annotation_update_and_matches_delete_add(
         new["metadata"]["annotations"]["x"] = "y"
         for c in caches:
             before = c.jobs["ns/g0"].tasks[p["metadata"]["uid"]]
-            c.update_pod(copy.deepcopy(p), copy.deepcopy(new))
+            delivered = copy.deepcopy(new)
+            c.update_pod(copy.deepcopy(p), delivered)
             after = c.jobs["ns/g0"].tasks[p["metadata"]["uid"]]
-            assert after is not before and after.pod["metadata"]["annotations"]["x"] == "y"
+            assert after.pod is delivered and after.pod["metadata"]["annotations"]["x"] == "y"
+            # nothing the task reads changed: the real cache keeps the object, the reference rebuilds
+            assert (after is before) == (c is caches[0])
     assert calls == ["ns-a", "ns-b"]
     assert state(caches[0]) == state(caches[1])
     assert list(caches[0].jobs["ns/g0"].tasks) == ["ns-a", "ns-b"]
@@ -312,3 +347,65 @@ def test_node_swap_task_only_when_accounting_cannot_change():
         before = node.tasks.get("ns/b")
         assert not node.swap_task(t) and node.tasks.get("ns/b") is before
     assert node.used.milli_cpu == used
+
+
+def test_a_task_the_cache_changed_is_rebuilt_not_kept():
+    """A stored task that no longer equals what its pod gives (a session's leftovers, a status
+    the cache set) is rebuilt from the new pod, as delete + add would; one that does is kept."""
+    c = SchedulerCache(profile("pr5045").with_(informer_guard_pipelined=False))
+    c.add_queue(make_queue("default"))
+    c.add_node(make_node("n0"))
+    c.add_pod_group(make_pod_group("g0", min_member=2))
+    pods = {n: make_pod(n, group="g0", priority=5) for n in ("a", "b", "c")}
+    for p in pods.values():
+        c.add_pod(copy.deepcopy(p))
+    tasks = c.jobs["ns/g0"].tasks
+    tasks["ns-a"].generate_last_tx_context()
+    c.pipeline(tasks["ns-b"].clone(), "n0")
+    assert tasks["ns-b"].status == S.PIPELINED
+    before = dict(tasks)
+    for n, p in pods.items():
+        new = copy.deepcopy(p)
+        new["metadata"]["annotations"]["x"] = "y"
+        c.update_pod(copy.deepcopy(p), new)
+    assert tasks["ns-a"] is not before["ns-a"] and tasks["ns-a"].last_transaction is None
+    assert tasks["ns-b"] is not before["ns-b"] and tasks["ns-b"].status == S.PENDING
+    assert tasks["ns-c"] is before["ns-c"]
+
+
+def test_rebuilt_equal_follows_every_input_a_task_reads():
+    """TaskInfo.rebuilt_equal is False for a change of any input a TaskInfo reads, True for one
+    it does not read (an unrelated annotation, a condition, the resourceVersion)."""
+    sw = profile("annotations")
+    base = make_pod("a", group="g0", priority=5, labels={"app": "x"})
+    t = TaskInfo(base, sw)
+
+    def changed(fn) -> bool:
+        p = copy.deepcopy(base)
+        fn(p)
+        return not t.rebuilt_equal(p, sw)
+
+    md = lambda p: p["metadata"]  # noqa: E731
+    assert not changed(lambda p: md(p)["annotations"].update({"x": "y"}))
+    assert not changed(lambda p: p["status"].update({"conditions": [{"type": "Ready"}]}))
+    assert not changed(lambda p: md(p).update({"resourceVersion": 9}))
+    for fn in (lambda p: md(p)["annotations"].update({"volcano.sh/task-spec": "r"}),
+               lambda p: md(p)["labels"].update({"volcano.sh/task-spec": "r"}),
+               lambda p: md(p)["labels"].update({"volcano.sh/preemptable": "false"}),
+               lambda p: md(p)["annotations"].update({"volcano.sh/preemptable": "false"}),
+               lambda p: md(p)["annotations"].update({"volcano.sh/revocable-zone": "*"}),
+               lambda p: md(p)["annotations"].update({"volcano.sh/task-priority": "7"}),
+               lambda p: md(p)["annotations"].update({"volcano.sh/eviction-occurred": "true"}),
+               lambda p: md(p)["annotations"].update({"volcano.sh/pipelined-status": "true",
+                                                      "volcano.sh/pipelined-node": "n0"}),
+               lambda p: md(p)["annotations"].update({"scheduling.k8s.io/group-name": "g1"}),
+               lambda p: md(p).update({"uid": "other"}),
+               lambda p: md(p).update({"deletionTimestamp": 1.0}),
+               lambda p: p["spec"].update({"priority": 6}),
+               lambda p: p["spec"].update({"nodeName": "n0"}),
+               lambda p: p["spec"].update({"schedulingGates": [{"name": "g"}]}),
+               lambda p: p["spec"]["containers"][0]["resources"]["requests"].update({"cpu": "2"}),
+               lambda p: p["status"].update({"phase": "Running"}),
+               lambda p: p["status"].update({"nominatedNodeName": "n0"})):
+        assert changed(fn)
+    assert not t.rebuilt_equal(copy.deepcopy(base), sw, priority=4)   # the admission's value

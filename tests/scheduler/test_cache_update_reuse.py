@@ -20,12 +20,13 @@ def test_update_with_same_containers_reuses_a_clone_of_the_request():
     cache, _ = make_cache(nodes=[node("n1", 4000)], podgroups=[podgroup("pg1", 1)], pods=[old])
     before = _task(cache, old)
     new = copy.deepcopy(old)
-    new["metadata"]["annotations"]["x"] = "y"
+    # a change the task reads (so it is rebuilt, not kept in place), containers unchanged
+    new["metadata"]["annotations"]["volcano.sh/task-spec"] = "other-role"
     new["metadata"]["resourceVersion"] = 2
     assert _same_request(before, new) is not None
     cache.update_pod(old, new)
     after = _task(cache, new)
-    assert after is not before and after.pod is new
+    assert after is not before and after.pod is new and after.task_role == "other-role"
     assert after.resreq is not before.resreq and after.resreq.milli_cpu == 500 == before.resreq.milli_cpu
     assert after.resreq is after.init_resreq            # as Volcano: one object at construction
     fresh = TaskInfo(new, cache.switches)

@@ -197,7 +197,8 @@ class JobInfo:
         update of a task that keeps its uid and status (``stored`` is ``self.tasks[ti.uid]``).
         Same resulting state, dict orders included (the task moves to the end of ``tasks`` and
         of its status index, whose status key moves to the end if it was the only entry), and
-        the same resource arithmetic (sub then add, so float sums match exactly)."""
+        the same resource arithmetic (sub then add, so float sums match exactly). ``stored`` may
+        be ``ti`` itself (kept in place by the cache)."""
         uid, st = ti.uid, ti.status
         tasks = self.tasks
         index = self.task_status_index
@@ -207,10 +208,14 @@ class JobInfo:
             self.delete_task_info(stored)   # not the case this is for: the general path
             self.add_task_info(ti)
             return
-        self.total_request.sub(stored.resreq)
-        allocated = st in _ALLOCATED
-        if allocated:
-            self.allocated.sub(stored.resreq)
+        # a task kept in place (the cache's update of an unchanged task): only the orders move;
+        # sub then add of its own request would leave the sums as they are (requests are whole
+        # numbers of milli-units and bytes, exact in float arithmetic)
+        allocated = st in _ALLOCATED and stored is not ti
+        if stored is not ti:
+            self.total_request.sub(stored.resreq)
+            if allocated:
+                self.allocated.sub(stored.resreq)
         del tasks[uid]
         tasks[uid] = ti
         if len(idx) == 1:
@@ -219,9 +224,10 @@ class JobInfo:
         else:
             del idx[uid]
             idx[uid] = ti
-        self.total_request.add(ti.resreq)
-        if allocated:
-            self.allocated.add(ti.resreq)
+        if stored is not ti:
+            self.total_request.add(ti.resreq)
+            if allocated:
+                self.allocated.add(ti.resreq)
 
     def clone(self) -> "JobInfo":
         """Deep copy; every task cloned (Volcano's TaskInfo.Clone); NodesFitErrors starts empty."""

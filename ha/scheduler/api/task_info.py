@@ -154,6 +154,52 @@ def get_task_role(pod: dict) -> str:
     return ts or ""
 
 
+# The annotation and label keys a TaskInfo reads (``TaskInfo.rebuilt_equal`` compares them
+# between two versions of a pod): besides the group name and task spec, which Volcano's job pods
+# carry, ones that most pods have none of (checked for absence first, in one C call)
+_RARE_TASK_ANNOTATIONS = (TASK_PRIORITY_ANNOTATION, PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY,
+                          PIPELINED_STATUS_ANNOTATION, PIPELINED_NODE_ANNOTATION, EVICTION_OCCURRED_ANNOTATION)
+_RARE_TASK_ANNOTATION_SET = frozenset(_RARE_TASK_ANNOTATIONS)
+_TASK_LABELS = (TASK_SPEC_KEY, PREEMPTABLE_KEY)
+_TASK_LABEL_SET = frozenset(_TASK_LABELS)
+
+
+def _placement(pod: dict, md: dict, spec: dict, status: dict, ann: dict,
+               switches: Any) -> tuple[TaskStatus, str, str, bool]:
+    """(status, node name, nominated node, eviction occurred) of a pod's TaskInfo: getTaskStatus,
+    PR #5045's placement of a reconstructed Pipelined task on its nominated node, seed 003's on its
+    pipelined-node annotation."""
+    node_name = spec.get("nodeName") or ""
+    nominated = status.get("nominatedNodeName") or ""
+    persist = switches is not None and switches.annotation_persistence
+    # get_task_status's commonest case inlined: a Pending pod, not being deleted, without a
+    # node, a nominated node or a pipelined-status annotation, cannot be anything but Pending
+    if (not node_name and not nominated and (status.get("phase") or "Pending") == "Pending"
+            and md.get("deletionTimestamp") is None
+            and not (persist and ann.get(PIPELINED_STATUS_ANNOTATION))):
+        return _PENDING, "", "", persist and _truthy(ann.get(EVICTION_OCCURRED_ANNOTATION))
+    task_status = get_task_status(pod, switches)
+    if task_status == _PIPELINED and not node_name:
+        if persist and ann.get(PIPELINED_NODE_ANNOTATION):
+            node_name = ann[PIPELINED_NODE_ANNOTATION]
+        else:
+            node_name = nominated
+    return task_status, node_name, nominated, persist and _truthy(ann.get(EVICTION_OCCURRED_ANNOTATION))
+
+
+def _base_priority(spec: dict, ann: dict) -> int:
+    """spec.priority (1 when unset), overridden by a parseable volcano.sh/task-priority."""
+    prio = spec.get("priority")
+    prio = 1 if prio is None else int(prio)
+    tp = ann.get(TASK_PRIORITY_ANNOTATION)
+    if tp is not None:
+        try:
+            prio = int(str(tp).strip())
+        except ValueError:
+            pass
+    return prio
+
+
 class TaskInfo:
     """Volcano's TaskInfo built from a pod dict (docs/object-shapes.md).
 
@@ -190,39 +236,14 @@ class TaskInfo:
         self.task_role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""
         self.init_resreq = init_req
         self.resreq = init_req  # Volcano: the same object
-        node_name = spec.get("nodeName") or ""
-        nominated = status.get("nominatedNodeName") or ""
-        persist = switches is not None and switches.annotation_persistence
-        # get_task_status's commonest case inlined: a Pending pod, not being deleted, without a
-        # node, a nominated node or a pipelined-status annotation, cannot be anything but Pending
-        if (not node_name and not nominated and (status.get("phase") or "Pending") == "Pending"
-                and md.get("deletionTimestamp") is None
-                and not (persist and ann.get(PIPELINED_STATUS_ANNOTATION))):
-            task_status = _PENDING
-        else:
-            task_status = get_task_status(pod, switches)
-        if task_status == _PIPELINED and not node_name:
-            # PR #5045: place a reconstructed Pipelined task on its nominated node;
-            # seed 003: on the node named by the pipelined-node annotation.
-            if persist and ann.get(PIPELINED_NODE_ANNOTATION):
-                node_name = ann[PIPELINED_NODE_ANNOTATION]
-            else:
-                node_name = nominated
-        self.eviction_occurred = persist and _truthy(ann.get(EVICTION_OCCURRED_ANNOTATION))
+        task_status, node_name, nominated, self.eviction_occurred = _placement(
+            pod, md, spec, status, ann, switches)
         self.node_name = node_name
         self.nominated_node_name = nominated
         self.job_allocated_hyper_node = ""
         self.status = task_status
         self.last_transaction = None
-        prio = spec.get("priority")
-        prio = 1 if prio is None else int(prio)
-        tp = ann.get(TASK_PRIORITY_ANNOTATION)
-        if tp is not None:
-            try:
-                prio = int(str(tp).strip())
-            except ValueError:
-                pass
-        self.priority = prio
+        self.priority = _base_priority(spec, ann)
         self.volume_ready = False
         # get_pod_preemptable's common case (the key on neither) inlined
         self.preemptable = (get_pod_preemptable(pod) if PREEMPTABLE_KEY in ann or PREEMPTABLE_KEY in labels
@@ -241,6 +262,55 @@ class TaskInfo:
         self.pod = pod
         self.custom_bind_err_handler = None
         self.custom_bind_err_handler_succeeded = False
+
+    def rebuilt_equal(self, pod: dict, switches: Any, priority: int | None = None, *,
+                      md: dict | None = None, spec: dict | None = None, ann: dict | None = None) -> bool:
+        """Whether ``TaskInfo(pod, switches)`` (its priority then set to ``priority`` if that is
+        not None: the cache's admission emulation) would equal this task field for field, so the
+        cache's updatePod may keep this object and only swap in ``pod``. Decided on the inputs:
+        the whole spec, the ids, the annotation and label keys a task reads, compared with the
+        pod this task was built from (fields the cache never changes after building follow from
+        them); the placement (status, node, nomination), priority and transient fields, which the
+        cache does change (bind, pipeline, evict, sessions' transactions), are recomputed from
+        ``pod`` and compared with this task's own. ``md``, ``spec``, ``ann``: the pod's metadata,
+        spec and annotations when the caller has them at hand (the informer's hot path)."""
+        if (self.last_transaction is not None or self.job_allocated_hyper_node or self.volume_ready
+                or self.numa_info is not None or self.custom_bind_err_handler is not None
+                or self.custom_bind_err_handler_succeeded or self.resreq is not self.init_resreq):
+            return False
+        old = self.pod
+        if spec is None:
+            spec = pod.get("spec") or _EMPTY
+        ospec = old.get("spec") or _EMPTY
+        if spec is not ospec and spec != ospec:
+            return False
+        if md is None:
+            md = pod.get("metadata") or _EMPTY
+        omd = old.get("metadata") or _EMPTY
+        if (md.get("uid") != omd.get("uid") or md.get("name", "") != self.name
+                or md.get("namespace", "") != self.namespace):
+            return False
+        if ann is None:
+            ann = md.get("annotations") or _EMPTY
+        oann = omd.get("annotations") or _EMPTY
+        if ann is not oann and (
+                ann.get(GROUP_NAME_ANNOTATION) != oann.get(GROUP_NAME_ANNOTATION)
+                or ann.get(TASK_SPEC_KEY) != oann.get(TASK_SPEC_KEY)
+                or not (_RARE_TASK_ANNOTATION_SET.isdisjoint(ann) and _RARE_TASK_ANNOTATION_SET.isdisjoint(oann))
+                and tuple(map(ann.get, _RARE_TASK_ANNOTATIONS)) != tuple(map(oann.get, _RARE_TASK_ANNOTATIONS))):
+            return False
+        labels = md.get("labels") or _EMPTY
+        olabels = omd.get("labels") or _EMPTY
+        if labels is not olabels and not (_TASK_LABEL_SET.isdisjoint(labels) and _TASK_LABEL_SET.isdisjoint(olabels)) \
+                and tuple(map(labels.get, _TASK_LABELS)) != tuple(map(olabels.get, _TASK_LABELS)):
+            return False
+        # with spec.priority set (and equal) the priority follows from the inputs; without it,
+        # the admission's value (the cache's PriorityClasses may have changed) is compared
+        if ((spec.get("priority") is None or priority is not None)
+                and self.priority != (_base_priority(spec, ann) if priority is None else priority)):
+            return False
+        return _placement(pod, md, spec, pod.get("status") or _EMPTY, ann, switches) == (
+            self.status, self.node_name, self.nominated_node_name, self.eviction_occurred)
 
     # ---- transaction context ------------------------------------------------------------------
     def get_transaction_context(self) -> TransactionContext:
