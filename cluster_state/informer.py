@@ -228,6 +228,11 @@ class Informer:
         await self.hook.stop()
         if self.log is not None:
             self.log.flush()
+        if self.freeze_gc_on_sync:
+            # what was frozen goes back to the oldest generation: the cache this informer fed,
+            # cyclic garbage once its owner drops it (an instance's in-process restart), is then
+            # reclaimed by the next full collection (the next sync's) instead of kept for good
+            gc.unfreeze()
 
     async def __aenter__(self) -> "Informer":
         await self.start()

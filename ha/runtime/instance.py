@@ -70,6 +70,12 @@ class InstanceConfig:
     lost_lease: str = "restart"
     delivery_log_dir: str | None = None
     informer_options: dict = field(default_factory=dict)
+    # the informers' process-wide GC settings: "instance" = cluster_state.informer.
+    # instance_gc_options() (young collections only between watch chunks, the synced heap frozen:
+    # no full collection walks the cache, which under CPython's defaults stalls delivery for
+    # hundreds of ms at 10k pods, a pause Go's concurrent GC does not have); "default" = CPython's;
+    # "auto" = "instance" in a Ray actor (its own process), "default" in-process (tests, e2e bench)
+    gc_tuning: str = "auto"
     sync_timeout_s: float = 60.0
     # chaos (chaos.injectors.api): this instance's scheduled faults; api-latency / api-conflict
     # among them act on its synchronous writes (binds, evictions, status) once set_epoch is called
@@ -89,6 +95,9 @@ class InstanceConfig:
             raise BadInput(f"instance {self.name}: lost_lease must be restart or standby, got {self.lost_lease!r}")
         if not self.period_s > 0:
             raise BadInput(f"instance {self.name}: period must be > 0, got {self.period_s}")
+        if self.gc_tuning not in ("auto", "instance", "default"):
+            raise BadInput(f"instance {self.name}: gc_tuning must be auto, instance or default, "
+                           f"got {self.gc_tuning!r}")
         self.election_config()  # validates the lease timing (client-go's rules)
 
     def election_config(self, identity: str | None = None) -> LeaderElectionConfig:
@@ -270,8 +279,12 @@ class _BindWorker:
 
 
 class SchedulerInstance:
+    own_process = False   # True in the Ray actor: process-wide settings (GC) are this instance's
+
     def __init__(self, config: InstanceConfig):
         self.cfg = config
+        self.gc_tuning = config.gc_tuning if config.gc_tuning != "auto" else (
+            "instance" if self.own_process else "default")
         self.clock = ScaledClock(config.clock_rate)
         self._rng = random.Random(f"{config.seed}:{config.name}")
         self._aapi = None            # AsyncApiClient (informers, elector)
@@ -502,7 +515,7 @@ class SchedulerInstance:
     # ================================================================================ building
     def _build(self) -> None:
         from cluster_state.delivery import DeliveryLog
-        from cluster_state.informer import Informer
+        from cluster_state.informer import Informer, instance_gc_options
         from ha.scheduler.cache import SchedulerCache
         from ha.scheduler.profiles import profile
         from ha.scheduler.scheduler import Scheduler
@@ -540,6 +553,7 @@ class SchedulerInstance:
         factories = opts.pop("hook_factories", {}) or {}
         self.informers = {}
         self._chaos_hooks = {}
+        gc_tuning = self.gc_tuning
         for kind in KINDS:
             hook = factories[kind]() if kind in factories else hooks.get(kind)
             if hook is not None:
@@ -548,6 +562,9 @@ class SchedulerInstance:
                     hook.set_epoch(self._chaos_epoch)   # a new incarnation keeps the schedule
             kw = dict(opts)
             kw.setdefault("write_time", _FreshStamp())
+            if gc_tuning == "instance":
+                for k, v in instance_gc_options().items():
+                    kw.setdefault(k, v)
             inf = Informer(self._aapi, kind, log=self.delivery_log, name=f"{cfg.name}/{kind}",
                            hook=hook, **kw)
             inf.staleness_ms = _Samples(inf.staleness_ms.maxlen or 100_000)
@@ -784,7 +801,7 @@ class SchedulerInstance:
                "became_leader_at": self.became_leader_at,
                "first_bind_after_leading_at": self.first_bind_after_leading_at,
                "last_session_ms": self.last_session_ms, "started_at": self.started_at,
-               "synced": self._synced(), "clock_rate": self.clock.rate,
+               "synced": self._synced(), "clock_rate": self.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self._last_error, "cache": cache_stats,
                "bind_queue": len(self.cache.bind_queue) if self.cache is not None else 0,
                "informers": {k: i.stats.as_dict() if hasattr(i.stats, "as_dict") else {}
@@ -866,6 +883,8 @@ def create_instance_actor(config: InstanceConfig, *, max_restarts: int = 3, name
 
     @ray.remote(max_restarts=max_restarts, max_task_retries=0, max_concurrency=64)
     class SchedulerInstanceActor(SchedulerInstance):
+        own_process = True   # gc_tuning "auto" → "instance"
+
         def __init__(self, cfg):
             super().__init__(cfg)
             ctx = ray.get_runtime_context()

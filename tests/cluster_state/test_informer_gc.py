@@ -124,3 +124,37 @@ def test_gc_chunks_on_the_direct_path(redis_url, key_prefix, monkeypatch):
     del log[:]
     n = asyncio.run(main("q"))   # default: GC untouched
     assert n == 7 and log == [("add", f"q{i}", True) for i in range(7)]
+
+
+def test_stop_unfreezes_so_a_dropped_cache_is_collected(redis_url, key_prefix):
+    """With freeze_gc_on_sync a synced informer freezes the heap; stop() unfreezes it, so a cache
+    its owner drops afterwards (cyclic garbage: an instance's in-process restart) is reclaimed by
+    the next full collection instead of kept for good."""
+    import weakref
+
+    class Cache:
+        pass
+
+    async def main():
+        c = AsyncApiClient.from_url(redis_url, key_prefix)
+        cache = Cache()
+        cache.self_ref = cache   # a cycle: only the collector frees it
+        try:
+            await c.create(pod("p1"))
+            inf = Informer(c, "Pod", freeze_gc_on_sync=True, block_ms=50)
+            inf.add_event_handler(on_add=lambda obj, initial, cache=cache: None)
+            await inf.start()
+            assert await inf.wait_for_sync(30)
+            assert gc.get_freeze_count() > 0      # the synced heap (the cache with it) is frozen
+            await inf.stop()
+            assert gc.get_freeze_count() == 0
+        finally:
+            await c.close()
+        return weakref.ref(cache)
+
+    try:
+        ref = asyncio.run(main())
+        gc.collect()
+        assert ref() is None
+    finally:
+        gc.unfreeze()
