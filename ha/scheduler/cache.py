@@ -121,6 +121,7 @@ class SchedulerCache:
             "pods_added": 0, "pods_updated": 0, "pods_deleted": 0, "filtered_pods": 0,
             "ignored_updates": 0, "add_task_errors": 0, "bind_errors": 0, "resyncs": 0,
             "resync_failures": 0, "fatal": 0, "evict_errors": 0, "status_write_errors": 0,
+            "refreshed_pods": 0,
         }
         self.errors: list[str] = []  # recent error messages (bounded), like klog.Errorf lines
 
@@ -265,6 +266,8 @@ class SchedulerCache:
             if t is not None and (t.status in _ALLOCATED or (
                     t.status == PIPELINED and self.switches.informer_guard_pipelined)):
                 self.stats["ignored_updates"] += 1
+                if self.switches.refresh_guarded_pod and t.pod is not new:
+                    self._refresh_pod(t, new)
                 return
         if not nmd.get("ownerReferences") and omd.get("ownerReferences"):
             new.setdefault("metadata", {})["ownerReferences"] = omd["ownerReferences"]
@@ -290,6 +293,15 @@ class SchedulerCache:
             return
         self._delete_pod(old)
         self._add_task(ti)
+
+    def _refresh_pod(self, task: TaskInfo, pod: dict) -> None:
+        """S6 fix: the pod copy of a task whose update the guard ignores follows the informer (on
+        the job's task and the node's copy); status, node and reservation stay the cache's."""
+        task.pod = pod
+        node = self.nodes.get(task.node_name) if task.node_name else None
+        if node is not None:
+            node.refresh_task_pod(task, pod)
+        self.stats["refreshed_pods"] += 1
 
     def _replace_task(self, job: JobInfo, prev: TaskInfo, ti: TaskInfo) -> None:
         """``_delete_task(prev)`` + ``_add_task(ti)`` for a task keeping its job, uid, name, node

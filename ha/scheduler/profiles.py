@@ -5,7 +5,9 @@ Each part of each proposed fix is one switch so that an experiment can turn one 
 Profiles ``v1.14``, ``pr5045``, ``pr5045-fixed``, ``annotations`` and ``nomination-only`` are the
 DESIGN.md contract and keep their meaning. ``pr5045-s4fixed`` extends that contract: it is
 ``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for volcano-semantics.md S4 (a task the
-cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler).
+cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler);
+``pr5045-s6fixed`` adds ``refresh_guarded_pod``, the fix for S6's stale pod copy (every write
+built from a Pipelined task's pod fails with 409).
 """
 from __future__ import annotations
 
@@ -40,6 +42,12 @@ class Switches:
     # holds placed (bound meanwhile) gets AddTask's error, as in v1.14.0. UnPipeline of a task
     # whose node is gone just returns it to Pending.
     unpipeline_on_replace: bool = False
+    # S6 fix (testbed): an update the informer guard ignores (a task the cache holds allocated or
+    # Pipelined, a pod without nodeName) still replaces the task's pod copy — on its job and on its
+    # node — keeping the cache's status, node and reservation: writes built from the copy (status
+    # conditions, clearing a nomination) then carry the current resourceVersion instead of failing
+    # with 409 for as long as the task stays Pipelined
+    refresh_guarded_pod: bool = False
     # alternatives
     annotation_persistence: bool = False    # seed 003: pipelined state in pod annotations instead
     nominate_for_expectation: bool = False  # KEP-5278: set nominatedNodeName when a bind starts
@@ -73,6 +81,9 @@ PROFILES: dict[str, Switches] = {
     "pr5045-fixed": replace(_PR5045, self_exclusion=True),
     # extension of the DESIGN.md contract: pr5045-fixed + the S4 fix
     "pr5045-s4fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True),
+    # ... + the S6 fix (the guarded task's pod copy follows the informer)
+    "pr5045-s6fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True,
+                              refresh_guarded_pod=True),
     # seed 003: pipelined state persisted in annotations, rebuilt from them
     "annotations": Switches(annotation_persistence=True, three_way_commit=True, pipelined_first=True,
                             repipeline_guard=True, self_exclusion=True),

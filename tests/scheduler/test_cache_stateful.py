@@ -42,7 +42,7 @@ def _non_negative(r) -> bool:
 
 
 class CacheMachine(RuleBasedStateMachine):
-    @initialize(name=st.sampled_from(["v1.14", "pr5045", "pr5045-fixed", "pr5045-s4fixed", "annotations",
+    @initialize(name=st.sampled_from(["v1.14", "pr5045", "pr5045-fixed", "pr5045-s4fixed", "pr5045-s6fixed", "annotations",
                                       "nomination-only"]))
     def setup(self, name):
         self.io = RecordingIO(evict_deletes=True)
@@ -219,6 +219,23 @@ class CacheMachine(RuleBasedStateMachine):
                           and (ni.tasks.get(f"{t.namespace}/{t.name}") or t).uid == t.uid
                           and f"{t.namespace}/{t.name}" in ni.tasks]
                 assert not others, (t.name, t.node_name, others)
+
+    @invariant()
+    def s6_fix_pod_copies_follow_the_informer(self):
+        """With refresh_guarded_pod, the pod copy of a task the informer delivered (on its job and
+        its node) is the informer's latest object, whatever the guard ignored."""
+        if not hasattr(self, "cache") or not self.cache.switches.refresh_guarded_pod:
+            return
+        for job in self.cache.jobs.values():
+            for t in job.tasks.values():
+                latest = self.delivered.get(f"{t.namespace}/{t.name}")
+                if latest is None or (latest.get("metadata") or {}).get("uid") != t.uid:
+                    continue
+                assert t.pod is latest, (t.name, t.status)
+                held = self.cache.nodes.get(t.node_name).tasks.get(f"{t.namespace}/{t.name}") \
+                    if t.node_name in self.cache.nodes else None
+                if held is not None and held.uid == t.uid:
+                    assert held.pod is latest, (t.name, t.status, t.node_name)
 
     @invariant()
     def jobs_consistent(self):

@@ -203,6 +203,17 @@ class NodeInfo:
         self.tasks[key] = c
         return True
 
+    def refresh_task_pod(self, ti: TaskInfo, pod: dict) -> bool:
+        """Point the node's copy of ``ti`` (same uid) at ``pod``; accounting untouched. False when
+        the node holds no copy of it."""
+        stored = self.tasks.get(f"{ti.namespace}/{ti.name}")
+        if stored is None or stored.uid != ti.uid:
+            return False
+        stored.pod = pod
+        if self._sink is not None:
+            self._sink.add(self.name)
+        return True
+
     def update_task(self, ti: TaskInfo) -> None:
         """RemoveTask + AddTask; where AddTask fails Volcano calls klog.Fatalf → FatalCacheError."""
         self.remove_task(ti)
