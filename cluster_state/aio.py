@@ -2,6 +2,7 @@
 awaiting each request. Create it on the event loop that will use it."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Callable
 
 import redis.asyncio as aredis
@@ -13,8 +14,27 @@ from .client import _check_client
 from .store import API_OPS, SCRIPTS, Command, Op, Script, Store, Stream, Txn, async_api_method, keys_for
 from .watch import ListResult, WatchEvent
 
-__all__ = ["AsyncApiClient"]
+__all__ = ["AsyncApiClient", "shielded"]
 
+
+def _consume(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()  # mark retrieved: a call orphaned by a cancel may fail quietly
+
+
+def shielded(coro):
+    """Run a Redis call so that cancelling the caller does not cancel the call itself.
+
+    redis-py 8.1's asyncio client can swallow a CancelledError that lands in a read and leave the
+    connection waiting forever (reproduced: cancel a task looping XREAD BLOCK 100 + GET; within a
+    few hundred tries it hangs; a test cancelling a lease candidate mid-GET hung the same way).
+    Shielded, the call finishes (within its block time) and returns its connection to the pool
+    cleanly, while the cancelled caller (a reflector, a lease candidate, a ``wait_for`` that timed
+    out) goes on at once. Whatever the call did still happened: a caller that gave up on a write
+    may find it applied."""
+    fut = asyncio.ensure_future(coro)
+    fut.add_done_callback(_consume)
+    return asyncio.shield(fut)
 
 class AsyncApiClient:
     def __init__(self, redis_client: "aredis.Redis", prefix: str = "ht", *, history: int = 100_000,

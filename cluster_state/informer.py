@@ -120,6 +120,9 @@ class Informer:
       backoff          reflector Backoff (default client-go's 800 ms .. 30 s)
       block_ms         watch block time per call; watch_count: max events per watch call
       start_rv         skip the initial list and watch from this RV (replaying history, benches)
+      watch_list       (re)list with a watch-list (sendInitialEvents + the initial-events-end
+                       bookmark: client-go's WatchListClient) instead of a list; a plain list
+                       whenever it fails (docs/api-server.md)
       resync_unchanged relists also call on_update for objects whose RV did not change (client-go's
                        Sync/Replaced deltas do; off by default: they are no-ops for our caches)
       staleness_samples how many staleness samples (ms) to keep
@@ -144,7 +147,7 @@ class Informer:
                  write_time: Callable[[dict | None], float | None] = write_time_of,
                  name: str | None = None, freeze_gc_on_sync: bool = False,
                  gc_threshold: tuple[int, ...] | None = None,
-                 gc_refreeze_every: int | None = None) -> None:
+                 gc_refreeze_every: int | None = None, watch_list: bool = False) -> None:
         self.client = client
         self.gc_refreeze_every = gc_refreeze_every if freeze_gc_on_sync else None
         self._since_freeze = 0
@@ -172,7 +175,7 @@ class Informer:
         self.staleness_ms: deque[float] = deque(maxlen=staleness_samples)
         self.reflector = Reflector(client, kind, self.fifo, namespace=namespace, backoff=backoff,
                                    block_ms=block_ms, watch_count=watch_count, start_rv=start_rv,
-                                   stats=self.stats)
+                                   stats=self.stats, watch_list=watch_list)
         # watch pages are applied by the reflector at once (decode, store, handlers, entry by
         # entry) when nothing could come between: watch-order FIFO, pass-through hook, FIFO empty
         if type(self.fifo) is RealFIFO and type(self.hook) is PassThrough:

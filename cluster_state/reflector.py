@@ -20,8 +20,10 @@ from typing import Any, Callable
 
 import msgpack
 
+from cluster_state.aio import shielded as _shielded
 from cluster_state.delivery import ADDED, DELETED, MODIFIED, Delivery, object_key
-from cluster_state.errors import Gone
+from cluster_state.errors import Gone, Invalid
+from cluster_state.store import INITIAL_EVENTS_END
 from cluster_state.watch import event_from_entry
 
 log = logging.getLogger("cluster_state.reflector")
@@ -104,23 +106,6 @@ def page_events(kind: str, entries: list, stats: "InformerStats", namespace: str
         yield typ, key, obj, md, erv
 
 
-def _consume(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()  # mark retrieved: a call orphaned by a cancel may fail quietly
-
-
-def _shielded(coro):
-    """Run a Redis call so that cancelling the caller does not cancel the call itself.
-
-    redis-py 8.1's asyncio client can swallow a CancelledError that lands in a blocking read and
-    leave the connection waiting forever (reproduced: cancel a task looping XREAD BLOCK 100 + GET;
-    within a few hundred tries it hangs). Shielded, the call finishes (within block_ms) and returns
-    its connection to the pool cleanly, while the cancelled reflector exits at once."""
-    fut = asyncio.ensure_future(coro)
-    fut.add_done_callback(_consume)
-    return asyncio.shield(fut)
-
-
 class ForcedExpiry(Exception):
     """Raised inside the watch loop by ``request_relist``: handled exactly like 410 Gone."""
 
@@ -170,6 +155,8 @@ class InformerStats:
     tombstones: int = 0        # deletes with unknown final state, from relists
     handler_errors: int = 0    # exceptions raised by handlers (counted, logged, swallowed)
     filtered: int = 0          # events outside the informer's namespace
+    watch_lists: int = 0       # (re)lists done as a watch-list (sendInitialEvents; lists counts them too)
+    watch_list_fallbacks: int = 0   # watch-lists that failed and were redone as a plain list
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -180,8 +167,13 @@ class Reflector:
 
     def __init__(self, client: Any, kind: str, fifo: Any, *, namespace: str | None = None,
                  backoff: Backoff | None = None, block_ms: int = 1000, watch_count: int = 1000,
-                 start_rv: int | None = None, stats: InformerStats | None = None) -> None:
+                 start_rv: int | None = None, stats: InformerStats | None = None,
+                 watch_list: bool = False) -> None:
         self.client = client
+        # client-go's WatchListClient: (re)list with a watch that sends the initial state as
+        # ADDED events and ends it with an initial-events-end bookmark; a plain list if it fails
+        # (for good once the server rejects the options: it has no watch-list)
+        self.watch_list = watch_list
         self.kind = kind
         self.fifo = fifo
         self.namespace = namespace
@@ -210,6 +202,17 @@ class Reflector:
         return isinstance(e, (Gone, ForcedExpiry))
 
     async def _list(self, initial: bool) -> int:
+        if self.watch_list:
+            try:
+                return await self._watch_list(initial)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 -- 410, 504, a server without it: list instead
+                self.stats.watch_list_fallbacks += 1
+                if isinstance(e, Invalid):
+                    self.watch_list = False
+                log.info("%s watch-list from rv %d failed (%r); listing instead", self.kind,
+                         self.last_synced_rv, e)
         res = await _shielded(self.client.list(self.kind, self.namespace))
         received = time.monotonic()
         items = list(res.items)
@@ -225,6 +228,50 @@ class Reflector:
             self.stats.relists += 1
         self.last_synced_rv = rv
         return rv
+
+    async def _watch_list(self, initial: bool) -> int:
+        """The (re)list as a watch-list: the ADDED objects are collected (their RVs are their own,
+        not ordered: ``last_synced_rv`` does not move with them) and replace the store at the
+        initial-events-end bookmark's RV, as a list at that RV would; the watch goes on from it.
+        A relist asks for a state not older than what was synced (client-go's
+        ResourceVersionMatch=NotOlderThan), the first for the most recent."""
+        events = await _shielded(self.client.watch(self.kind, self.last_synced_rv or None,
+                                                   send_initial_events=True,
+                                                   resource_version_match="NotOlderThan"))
+        received = time.monotonic()
+        ns, stats = self.namespace, self.stats
+        items: list[dict] = []
+        end_rv = None
+        corrupt = filtered = 0
+        for ev in events:
+            if ev.type == ADDED:
+                obj = ev.object
+                md = obj.get("metadata") if type(obj) is dict else None
+                if type(md) is not dict or not md.get("name"):
+                    corrupt += 1
+                elif ns is not None and (md.get("namespace") or "") != ns:
+                    filtered += 1
+                else:
+                    items.append(obj)
+            elif ev.type == "BOOKMARK":
+                md = (ev.object or {}).get("metadata") or {}
+                if (md.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                    end_rv = int(ev.resource_version)
+            else:   # CORRUPT: a stored value that did not decode
+                corrupt += 1
+        if end_rv is None:
+            raise RuntimeError(f"{self.kind}: watch-list reply without the initial-events-end bookmark")
+        if corrupt:
+            stats.corrupt += corrupt
+            log.warning("%s watch-list at rv %d skipped %d corrupt objects", self.kind, end_rv, corrupt)
+        stats.filtered += filtered
+        self.fifo.replace(items, self.kind, end_rv, received, initial=initial)
+        stats.lists += 1
+        stats.watch_lists += 1
+        if not initial:
+            stats.relists += 1
+        self.last_synced_rv = end_rv
+        return end_rv
 
     async def run(self) -> None:
         """List (once) and watch until cancelled. Run again after a cancel, it resumes the watch

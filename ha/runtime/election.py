@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from cluster_state.aio import shielded
 from ha.errors import BadInput
 from ha.runtime.clock import ScaledClock
 
@@ -255,7 +256,7 @@ class LeaderElector:
         self.stats.attempts += 1
         try:
             try:
-                lease = await self.api.get("Lease", cfg.lease_name, cfg.namespace)
+                lease = await shielded(self.api.get("Lease", cfg.lease_name, cfg.namespace))
             except NotFound:
                 now = self._wall()
                 obj = {"apiVersion": LEASE_API_VERSION, "kind": "Lease",
@@ -264,7 +265,7 @@ class LeaderElector:
                                                     str(int(round(cfg.lease_duration * 1000)))}},
                        "spec": self._lease_spec(acquire_time=now, transitions=0)}
                 try:
-                    created = await self.api.create(obj)
+                    created = await shielded(self.api.create(obj))
                 except AlreadyExists:
                     return False
                 self._observe(created)
@@ -292,7 +293,7 @@ class LeaderElector:
             ann[DURATION_ANNOTATION] = str(int(round(cfg.lease_duration * 1000)))
             new["metadata"]["annotations"] = ann
             try:
-                updated = await self.api.update(new)
+                updated = await shielded(self.api.update(new))
             except Conflict:
                 self.stats.conflicts += 1
                 return False

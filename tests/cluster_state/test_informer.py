@@ -12,6 +12,7 @@ from cluster_state.aio import AsyncApiClient
 from cluster_state.client import ApiClient
 from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, WRITE_TIME_ANNOTATION,
                                     DelayHook, DeliveryLog, read_delivery_log, replay)
+from cluster_state.errors import Invalid, TooLargeResourceVersion
 from cluster_state.informer import Informer, ThreadedInformer
 from cluster_state.reflector import Backoff
 
@@ -109,11 +110,17 @@ def informer_state(inf):
             for k, o in inf.store._items.items()}
 
 
-async def test_initial_list_then_watch_in_order(api, aapi):
+# (re)lists done as lists, or as watch-lists (sendInitialEvents, client-go's WatchListClient): the
+# informer contract is the same
+LIST_MODES = pytest.mark.parametrize("watch_list", [False, True], ids=["list", "watch-list"])
+
+
+@LIST_MODES
+async def test_initial_list_then_watch_in_order(api, aapi, watch_list):
     for i in range(5):
         api.create(make_pod(f"p{i}"))
     rec = Recorder()
-    inf = informer(aapi)
+    inf = informer(aapi, watch_list=watch_list)
     inf.add_event_handler(rec)
     assert not inf.has_synced()
     async with inf:
@@ -131,6 +138,7 @@ async def test_initial_list_then_watch_in_order(api, aapi):
         assert tail[1][2] == p["metadata"]["resourceVersion"]
         assert informer_state(inf) == server_state(api)
     assert inf.stats.lists == 1 and inf.stats.relists == 0 and inf.stats.handler_errors == 0
+    assert inf.stats.watch_lists == int(watch_list) and inf.stats.watch_list_fallbacks == 0
 
 
 async def test_per_object_order_under_concurrent_writes(api, aapi, redis_url, key_prefix):
@@ -166,11 +174,12 @@ async def test_per_object_order_under_concurrent_writes(api, aapi, redis_url, ke
     assert informer_state(inf) == server_state(api)
 
 
-async def test_relist_after_410_with_tombstones_and_uid_change(api, aapi):
+@LIST_MODES
+async def test_relist_after_410_with_tombstones_and_uid_change(api, aapi, watch_list):
     for i in range(6):
         api.create(make_pod(f"p{i}"))
     rec = Recorder()
-    inf = informer(aapi)
+    inf = informer(aapi, watch_list=watch_list)
     inf.add_event_handler(rec)
     await inf.start()
     assert await inf.wait_for_sync(30)
@@ -200,6 +209,7 @@ async def test_relist_after_410_with_tombstones_and_uid_change(api, aapi):
     assert [c[1] for c in tail if c[0] == "update"] == ["p2"]      # unchanged objects: no update
     assert inf.stats.tombstones == 2
     assert informer_state(inf) == server_state(api)
+    assert inf.stats.watch_lists == 2 * int(watch_list) and inf.stats.watch_list_fallbacks == 0
 
 
 async def test_forced_expiry_relists_without_spurious_events(api, aapi):
@@ -440,7 +450,8 @@ def test_threaded_informer(api, redis_url, key_prefix):
     assert [(c[0], c[1], c[3]) for c in rec.calls] == [("add", "x", True), ("add", "y", False)]
 
 
-async def test_corrupt_stored_objects_are_skipped_by_the_list(api, aapi, redis_url):
+@LIST_MODES
+async def test_corrupt_stored_objects_are_skipped_by_the_list(api, aapi, redis_url, watch_list):
     import redis
     api.create(make_pod("good"))
     r = redis.Redis.from_url(redis_url)
@@ -449,12 +460,63 @@ async def test_corrupt_stored_objects_are_skipped_by_the_list(api, aapi, redis_u
     finally:
         r.close()
     rec = Recorder()
-    inf = informer(aapi)
+    inf = informer(aapi, watch_list=watch_list)
     inf.add_event_handler(rec)
     async with inf:
         assert await inf.wait_for_sync(30)
-    assert inf.stats.corrupt == 1
+    assert inf.stats.corrupt == 1 and inf.stats.watch_lists == int(watch_list)
     assert [c[1] for c in rec.calls] == ["good"]
+
+
+class _NoWatchList(AsyncApiClient):
+    """A server without watch-list (the options rejected, 422), or one that cannot serve it now
+    (410 / 504)."""
+
+    fail_with: Exception | None = None
+
+    async def watch(self, kind, resource_version, **kw):
+        if kw.get("send_initial_events"):
+            raise self.fail_with
+        return await super().watch(kind, resource_version, **kw)
+
+
+@pytest.mark.parametrize("error,keeps_trying", [
+    (Invalid("sendInitialEvents is not supported", field="sendInitialEvents"), False),
+    (TooLargeResourceVersion("Too large resource version", current=1), True)], ids=["422", "504"])
+async def test_a_failed_watch_list_falls_back_to_a_list(api, redis_url, key_prefix, error, keeps_trying):
+    """A watch-list that fails is redone as a plain list (client-go does the same); a server
+    that rejects the options has none, and the reflector stops asking."""
+    for i in range(3):
+        api.create(make_pod(f"p{i}", "a"))
+    api.create(make_pod("other", "b"))
+    c = _NoWatchList.from_url(redis_url, prefix=key_prefix)
+    c.fail_with = error
+    try:
+        inf = informer(c, watch_list=True, namespace="a")
+        async with inf:
+            assert await inf.wait_for_sync(30)
+            inf.request_relist()
+            await eventually(lambda: inf.stats.relists == 1 and inf.pending() == 0, 30, "relist")
+        assert sorted(k[1] for k in inf.store._items) == ["p0", "p1", "p2"]
+        assert inf.stats.lists == 2 and inf.stats.watch_lists == 0
+        assert inf.stats.watch_list_fallbacks == (2 if keeps_trying else 1)
+        assert inf.reflector.watch_list is keeps_trying
+    finally:
+        await c.close()
+
+
+async def test_watch_list_filters_the_namespace(api, aapi):
+    for ns in ("a", "b"):
+        for i in range(2):
+            api.create(make_pod(f"p{i}", ns))
+    inf = informer(aapi, watch_list=True, namespace="b")
+    async with inf:
+        assert await inf.wait_for_sync(30)
+        api.create(make_pod("late", "b"))
+        api.create(make_pod("late", "a"))
+        await caught_up(inf, api)
+    assert sorted(inf.store._items) == [("b", "late"), ("b", "p0"), ("b", "p1")]
+    assert inf.stats.watch_lists == 1 and inf.stats.filtered == 3
 
 
 async def test_stateful_write_time_sees_listed_objects(api, aapi):

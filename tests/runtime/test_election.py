@@ -320,3 +320,29 @@ async def test_abandoned_leader_keeps_its_lease_until_it_expires(redis_url, key_
         ta.cancel()
         await asyncio.gather(ta, return_exceptions=True)
         await _close(api)
+
+
+async def test_a_candidate_cancelled_at_any_moment_stops_at_once(redis_url, key_prefix):
+    """Cancelling a candidate mid-call (the instance stopping, a wait_for giving up) must end it:
+    redis-py's asyncio client can swallow a cancel that lands in a read and wait forever (before
+    the lease calls were shielded, this hung within 100 tries; the stop of `test_stopped_leading…`
+    hung the same way now and then)."""
+    api = await _api(redis_url, key_prefix)
+    fast = dict(LEASE, retry_period=0.01)
+    holder = LeaderElector(api, LeaderElectionConfig(identity="a", lease_name="l", namespace="ns", **fast))
+    ta = asyncio.create_task(holder.run())
+    rng = random.Random(7)
+    try:
+        for i in range(150):
+            b = LeaderElector(api, LeaderElectionConfig(identity=f"b{i}", lease_name="l", namespace="ns",
+                                                        **fast))
+            tb = asyncio.create_task(b.run())
+            await asyncio.sleep(rng.random() * 0.03)
+            tb.cancel()
+            done, _ = await asyncio.wait({tb}, timeout=5)
+            assert tb in done, f"candidate {i} ignored its cancel"
+        assert holder.is_leader()
+    finally:
+        ta.cancel()
+        await asyncio.wait({ta}, timeout=5)
+        await _close(api)
