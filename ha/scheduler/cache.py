@@ -132,17 +132,10 @@ class SchedulerCache:
         self.errors.append(msg)
         log.debug(msg)
 
-    def _responsible_for_pod(self, pod: dict) -> bool:
-        spec = pod.get("spec") or _EMPTY
-        if spec.get("schedulerName") in self.scheduler_names:
-            return True
-        # foreign pods are seen only once assigned (they use node resources)
-        return bool(spec.get("nodeName"))
-
     def new_task_info(self, pod: dict, init_req: Any = None) -> TaskInfo:
         """sc.NewTaskInfo: api.TaskInfo(pod) (+ the priority admission emulation)."""
         ti = TaskInfo(pod, self.switches, init_req)
-        if self.pod_priority_admission:
+        if self.pod_priority_admission and (pod.get("spec") or _EMPTY).get("priority") is None:
             prio = self._admitted_priority(pod)
             if prio is not None:
                 ti.priority = prio
@@ -160,14 +153,6 @@ class SchedulerCache:
         if pc is None or "volcano.sh/task-priority" in (_md(pod).get("annotations") or _EMPTY):
             return None
         return int(pc.get("value") or 0)
-
-    def _get_or_create_job(self, ti: TaskInfo) -> JobInfo | None:
-        if not ti.job:
-            return None
-        job = self.jobs.get(ti.job)
-        if job is None:
-            job = self.jobs[ti.job] = JobInfo(ti.job)
-        return job
 
     def _find_job_and_task(self, ti: TaskInfo) -> tuple[JobInfo, TaskInfo]:
         job = self.jobs.get(ti.job)
@@ -187,12 +172,11 @@ class SchedulerCache:
                 node.name = pi.node_name
             if pi.status not in _TERMINATED:
                 node.add_task(pi)  # TaskNodeError propagates: the task then is in no job either
-        job = self._get_or_create_job(pi)
-        if job is not None:
+        if pi.job:   # _get_or_create_job, inlined (once per added pod)
+            job = self.jobs.get(pi.job)
+            if job is None:
+                job = self.jobs[pi.job] = JobInfo(pi.job)
             job.add_task_info(pi)
-
-    def _add_pod(self, pod: dict) -> None:
-        self._add_task(self.new_task_info(pod))
 
     def _delete_task(self, ti: TaskInfo) -> None:
         if ti.job:
@@ -279,7 +263,10 @@ class SchedulerCache:
                 md=nmd, spec=spec, ann=nann):
             # keep the object, swap in the pod, move it as delete + add would (orders, node copy)
             prev.pod = new
-            self._replace_task(job, prev, prev)
+            if prev.node_name:
+                self._replace_task(job, prev, prev)
+            else:
+                job.replace_task_info(prev, prev)
             return
         try:
             ti = self.new_task_info(new, _same_request(prev, new))
@@ -328,13 +315,14 @@ class SchedulerCache:
 
     def add_pod(self, pod: dict) -> None:
         """AddPod (after the informer's responsibleForPod filter)."""
-        if not self._responsible_for_pod(pod):
+        spec = pod.get("spec") or _EMPTY   # _responsible_for_pod, inlined (once per added pod)
+        if not (spec.get("schedulerName") in self.scheduler_names or spec.get("nodeName")):
             self.stats["filtered_pods"] += 1
             return
         with self.mutex:
             self.stats["pods_added"] += 1
             try:
-                self._add_pod(pod)
+                self._add_task(self.new_task_info(pod))
             except TaskNodeError as e:
                 self.stats["add_task_errors"] += 1
                 self._error(f"Failed to add pod <{_key(pod)}> into cache: {e}")
