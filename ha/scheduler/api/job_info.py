@@ -211,8 +211,9 @@ class JobInfo:
         # a task kept in place (the cache's update of an unchanged task): only the orders move;
         # sub then add of its own request would leave the sums as they are (requests are whole
         # numbers of milli-units and bytes, exact in float arithmetic)
-        allocated = st in _ALLOCATED and stored is not ti
-        if stored is not ti:
+        kept = stored is ti
+        allocated = st in _ALLOCATED
+        if not kept:
             self.total_request.sub(stored.resreq)
             if allocated:
                 self.allocated.sub(stored.resreq)
@@ -224,7 +225,7 @@ class JobInfo:
         else:
             del idx[uid]
             idx[uid] = ti
-        if stored is not ti:
+        if not kept:
             self.total_request.add(ti.resreq)
             if allocated:
                 self.allocated.add(ti.resreq)
