@@ -1,7 +1,6 @@
 """Shared helpers for the chaos tests: objects, a recording handler, polling, the contract check."""
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 
@@ -10,6 +9,7 @@ import pytest
 from cluster_state.delivery import WRITE_TIME_ANNOTATION
 from cluster_state.informer import Informer
 from cluster_state.reflector import Backoff
+from tests.runtime.instance_helpers import wait_for
 
 NS = "default"
 
@@ -53,15 +53,9 @@ class Recorder:
 
 
 async def eventually(cond, timeout=60.0, what="condition", step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = cond()
-        if asyncio.iscoroutine(r):
-            r = await r
-        if r:
-            return
-        await asyncio.sleep(step)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``wait_for`` that fails the test when ``cond`` does not come true in time."""
+    if not await wait_for(cond, timeout, step):
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 def informer(aapi, kind="Pod", **kw) -> Informer:

@@ -11,6 +11,14 @@ from cluster_state.informer import INSTANCE_GC_THRESHOLD, Informer, instance_gc_
 from .helpers import pod
 
 
+async def _store_reaches(inf: Informer, n: int) -> None:
+    """Poll (up to ~10 s) until the informer's store holds ``n`` objects."""
+    for _ in range(400):
+        if len(inf.store.list()) == n:
+            return
+        await asyncio.sleep(0.025)
+
+
 def test_gc_threshold_option(redis_url, key_prefix):
     saved = gc.get_threshold()
 
@@ -57,10 +65,7 @@ def test_gc_refreeze_every_on_the_queued_path(redis_url, key_prefix, monkeypatch
             assert await inf.wait_for_sync(30)
             for i in range(12):
                 await c.create(pod(f"p{i}"))
-            for _ in range(400):
-                if len(inf.store.list()) == 12:
-                    break
-                await asyncio.sleep(0.025)
+            await _store_reaches(inf, 12)
             await inf.stop()
             return len(inf.store.list())
         finally:
@@ -101,10 +106,7 @@ def test_gc_chunks_on_the_direct_path(redis_url, key_prefix, monkeypatch):
             for i in range(7):
                 await c.create(pod(f"{tag}{i}"))
             await inf.start()
-            for _ in range(400):
-                if len(inf.store.list()) == 7:
-                    break
-                await asyncio.sleep(0.025)
+            await _store_reaches(inf, 7)
             await inf.stop()
             return len(inf.store.list())
         finally:
