@@ -1,0 +1,485 @@
+"""The live engine's parts and their lives: start them, observe them, stop them.
+
+Order of things (and of their undoing, in reverse, also on Ctrl-C / SIGTERM):
+
+1. Redis: a private embedded ``redis-server`` on 127.0.0.1, unless ``--redis-url``.
+2. The cluster's starting objects (priority classes, queues, nodes, ``initial``) through the API
+   server client, under a key prefix of their own (several runs may share one Redis).
+3. Ray: local on loopback (``ha.runtime.ray_local``), unless ``--ray-address``.
+4. The chaos plumbing (a loopback proxy per instance a partition may hit, on a loop thread), the
+   scheduler instances (Ray actors ``scheduler-1`` … ``scheduler-N``) and the cluster actor
+   (kubelet, job controller, workload generator); the nemesis over :class:`LiveTargets`.
+5. ``observe()`` per tick (the driver calls it): every live instance's digest, stats, decisions and
+   staleness samples in one Ray round trip each, bounded by the API server's RV before and after.
+6. Stop: end the chaos (heal, resume), take the final stats, stop the actors and Ray, Redis.
+
+It implements the driver's ``Engine`` protocol (``ha.experiment.driver``); what it observes goes to
+the recorder, never into a metric.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ha.errors import BadInput
+from ha.experiment.config import Experiment
+from ha.experiment.objects import starting_objects
+from ha.experiment.recorder import Observation, Recorder
+
+__all__ = ["LiveLifecycle", "InstanceSlot", "COUNTERS"]
+
+log = logging.getLogger(__name__)
+
+COUNTERS = ("binds", "bind_conflicts", "bind_errors", "evictions", "evict_errors", "sessions",
+            "status_writes", "errors", "elections_lost", "fatal_cache_errors")
+
+
+@dataclass
+class InstanceSlot:
+    """One scheduler instance across its lives (a kill with restart_after starts a new one)."""
+    name: str
+    config: Any
+    actor: Any = None
+    pid: int | None = None
+    alive: bool = False
+    paused: bool = False
+    generation: int = 0
+    last_stats: dict[str, Any] = field(default_factory=dict)
+    carried: dict[str, int] = field(default_factory=dict)   # counters of earlier lives
+    ended_alive: bool = False
+
+    def total(self, key: str) -> int:
+        return int(self.last_stats.get(key) or 0) + int(self.carried.get(key, 0))
+
+    def carry(self) -> None:
+        for k in COUNTERS:
+            self.carried[k] = self.carried.get(k, 0) + int(self.last_stats.get(k) or 0)
+        self.last_stats = {}
+
+
+class LiveLifecycle:
+    engine = "live"
+
+    def __init__(self, exp: Experiment, out: Path, *, redis_url: str | None, ray_address: str | None,
+                 source: str, instance_options: dict[str, Any] | None = None):
+        self.exp = exp
+        self.out = out
+        self.redis_url = redis_url
+        self.ray_address = ray_address
+        self.source = source
+        self.instance_options = dict(instance_options or {})
+        self.run_id = uuid.uuid4().hex[:6]
+        self.prefix = f"ht-{exp.name}-{self.run_id}"
+        self.redis = None            # EmbeddedRedis we started
+        self.redis_embedded = False
+        self.ray_handle = None
+        self._ray_owned = False
+        self.cluster_actor = None
+        self.slots: dict[str, InstanceSlot] = {}
+        self.t0_mono: float | None = None
+        self.t0_wall: float | None = None
+        self.leader: str | None = None
+        self.cluster_stats: dict[str, Any] | None = None
+        self.object_counts: dict[str, int] = {}
+        self.recorder: Recorder | None = None
+        self.api = None              # the driver's sync API client (truth export, lease, RV)
+        # chaos plumbing: schedule, proxies + their loop thread, nemesis
+        self.schedule = None
+        self.loop_thread = None
+        self.proxies: dict[str, Any] = {}
+        self.nemesis = None
+        self._chaos_ended = False
+
+    # -- clock --------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0_mono if self.t0_mono is not None else 0.0
+
+    def advance_to(self, t: float) -> None:
+        """Let the world run until run time ``t`` (at most a quarter second at a time, so a
+        Ctrl-C is answered promptly)."""
+        time.sleep(max(0.0, min(t - self.now(), 0.25)))
+
+    # -- start --------------------------------------------------------------------------------
+
+    def start_redis(self) -> None:
+        import redis as redis_lib
+        if self.redis_url is None:
+            from cluster_state.embedded import EmbeddedRedis
+            # redis-restart must not lose the API server's state: AOF on
+            self.redis = EmbeddedRedis(persistence=self.has_fault("redis-restart")).start()
+            self.redis_url = self.redis.url
+            self.redis_embedded = True
+        else:
+            try:
+                r = redis_lib.Redis.from_url(self.redis_url, socket_connect_timeout=5)
+                r.ping()
+                r.close()
+            except (redis_lib.RedisError, ValueError, OSError) as e:
+                raise BadInput(f"--redis-url {self.redis_url}: cannot connect: {e}") from None
+        self.api = self.new_api()
+
+    def new_api(self):
+        from cluster_state.client import ApiClient
+        return ApiClient.from_url(self.redis_url, prefix=self.prefix)
+
+    def create_cluster_objects(self) -> None:
+        from cluster_state.errors import ApiError
+        objs = starting_objects(self.exp, self.source)
+        for obj in objs.in_order():
+            md = obj["metadata"]
+            what = f"{obj['kind']} {md.get('namespace', '') + '/' if md.get('namespace') else ''}{md['name']}"
+            try:
+                self.api.create(obj)
+            except ApiError as e:
+                raise BadInput(f"{self.source}: creating {what}: {e}") from None
+        self.object_counts = objs.counts()
+
+    def start_ray(self) -> None:
+        import ray
+        from ha.runtime.ray_local import start_ray
+        # a Ray that was already up (tests, notebooks) is left up; one we start or join is undone
+        self._ray_owned = not ray.is_initialized()
+        try:
+            self.ray_handle = start_ray(self.ray_address)
+        except ConnectionError as e:
+            raise BadInput(f"--ray-address {self.ray_address}: cannot connect: {e}") from None
+
+    def instance_config(self, name: str):
+        from ha.runtime.instance import InstanceConfig
+        s = self.exp.schedulers
+        kw = dict(name=name, redis_url=self.redis_url, prefix=self.prefix, mode=s.mode,
+                  standby=s.standby, period_s=s.period, lease_duration=s.lease.duration,
+                  lease_renew_deadline=s.lease.renew_deadline, lease_retry=s.lease.retry,
+                  profile=self.exp.profile, switches=dict(self.exp.switches),
+                  scheduler_conf=self.exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,
+                  seed=self.exp.seed * 1000 + int(name.rsplit("-", 1)[1]),
+                  # local Ray: the instance writes <out>/delivery/<name>.log in place (a killed
+                  # instance's log survives it); on a cluster it keeps the log on its own node and
+                  # the driver ships it back at the end (collect_delivery_logs)
+                  delivery_log_dir=str(self.out) if self.ray_address is None else None)
+        chaos = self.chaos_instance_options(name)
+        kw.update(chaos)
+        for k, v in self.instance_options.items():   # caller's options win, informer hooks merge
+            kw[k] = {**v, **chaos[k]} if k == "informer_options" and k in chaos else v
+        return InstanceConfig(**kw)
+
+    def cluster_config(self):
+        from ha.runtime.cluster import ClusterConfig
+        from ha.runtime.workload import WorkloadConfig
+        wl = None
+        if self.exp.workload is not None:
+            queues = [q.name for q in self.exp.queues] + [q.name for q in self.exp.initial.queues]
+            wl = WorkloadConfig.from_experiment(self.exp.workload, duration_s=self.exp.duration,
+                                                queues=queues or ["default"],
+                                                scheduler_name=self.exp.schedulers.scheduler_name)
+        return ClusterConfig(redis_url=self.redis_url, prefix=self.prefix, seed=self.exp.seed,
+                             workload=wl,
+                             retry_outages_s=60.0 if self.has_fault("redis-restart") else 0.0)
+
+    def start_parts(self, recorder: Recorder) -> None:
+        """Proxies, instances, cluster actor, nemesis; run time 0 is when the workload starts."""
+        import ray
+        from ha.runtime.cluster import create_cluster_actor
+        self.recorder = recorder
+        self.start_proxies()
+        for name in self.exp.instance_names():
+            self.slots[name] = InstanceSlot(name=name, config=self.instance_config(name))
+        for slot in self.slots.values():
+            slot.actor = self.new_instance_actor(slot)
+        ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
+        self.cluster_actor = create_cluster_actor(self.cluster_config(), name=f"cluster-{self.run_id}",
+                                                  max_restarts=0)
+        ray.get(self.cluster_actor.start.remote(), timeout=120)
+        self.t0_mono = time.monotonic()
+        self.t0_wall = time.time()
+        recorder.t0_wall = self.t0_wall
+        for slot in self.slots.values():
+            slot.alive = True
+            self.note_started(slot, event="start")
+        self.start_nemesis()
+
+    def new_instance_actor(self, slot: InstanceSlot):
+        from ha.runtime.instance import create_instance_actor
+        # a Ray namespace per run: several runs may share one Ray cluster (docker-compose)
+        return create_instance_actor(slot.config, max_restarts=0, namespace=f"ha-testbed-{self.run_id}")
+
+    def note_started(self, slot: InstanceSlot, event: str) -> None:
+        import ray
+        slot.pid = ray.get(slot.actor.pid.remote(), timeout=30)
+        self.record_life(self.now(), slot.name, event, pid=slot.pid)
+
+    def record_life(self, t: float, name: str, event: str, **info: Any) -> None:
+        slot = self.slots[name]
+        if event in ("kill", "crash"):
+            slot.carry()
+        if self.recorder is not None:
+            self.recorder.life(t, name, event, slot.generation, **info)
+
+    # -- chaos plumbing -----------------------------------------------------------------------
+
+    def has_fault(self, fault: str) -> bool:
+        return any(c.fault == fault for c in self.exp.chaos)
+
+    def chaos_schedule(self):
+        if self.schedule is None:
+            from chaos.schedule import build_schedule
+            self.schedule = build_schedule(self.exp.chaos, self.exp.seed, self.exp.instance_names())
+        return self.schedule
+
+    def start_proxies(self) -> None:
+        """A loopback proxy in front of Redis for each instance a partition may hit."""
+        from chaos.injectors.proxy import ThreadedRedisProxy
+        from chaos.loop import LoopThread
+        sched = self.chaos_schedule()
+        self.loop_thread = LoopThread(f"chaos-{self.run_id}").start()
+        names: set[str] = set()
+        for sf in sched:
+            if sf.name == "partition":
+                names.update(self.exp.instance_names() if sf.targets == ("leader",) else sf.targets)
+        for n in sorted(names):
+            self.proxies[n] = ThreadedRedisProxy(self.redis_url, name=n, loop_thread=self.loop_thread).start()
+
+    def chaos_instance_options(self, name: str) -> dict[str, Any]:
+        import functools
+        from chaos.faults import WATCH_FAULTS
+        from chaos.injectors.api import API_FAULTS
+        from chaos.injectors.watch import INFORMER_KINDS, WatchChaosHook
+        sched = self.chaos_schedule()
+        mine = sched.for_instance(name)
+        leader = [sf for sf in sched if sf.targets == ("leader",)]
+        kw: dict[str, Any] = {}
+        if name in self.proxies:
+            kw["redis_url"] = self.proxies[name].url
+        if any(sf.name in ("partition", "redis-restart") for sf in sched):
+            kw["retry_outages_s"] = 30.0
+        faults = tuple(mine) + tuple(sf for sf in leader if sf.name in API_FAULTS)
+        if faults:
+            kw["chaos_faults"] = faults
+        if any(sf.name in WATCH_FAULTS for sf in list(mine) + leader):
+            watch = [sf for sf in mine if sf.is_watch]
+            # factories: every incarnation gets fresh hooks (built inside the actor)
+            opts = dict(self.instance_options.get("informer_options") or {})
+            opts["hook_factories"] = {k: functools.partial(WatchChaosHook, name, k, watch)
+                                      for k in INFORMER_KINDS}
+            kw["informer_options"] = opts
+        return kw
+
+    def start_nemesis(self) -> None:
+        import ray
+        from chaos.faults import WATCH_FAULTS
+        from chaos.nemesis import Nemesis
+        from ha.experiment.live_targets import LiveTargets
+        sched = self.chaos_schedule()
+        # the instances' hooks run the schedule from the run's start (wall clock)
+        ray.get([s.actor.chaos_call.remote("set_epoch", self.t0_wall) for s in self.slots.values()],
+                timeout=60)
+        until = self.exp.duration
+        live = [sf for sf in sched if sf.at < until]
+        sched_run = type(sched)(sched.seed, sched.instances, live)
+        self.nemesis = Nemesis(sched_run, LiveTargets(self),
+                               self_driven=set(WATCH_FAULTS) | {"api-latency", "api-conflict"})
+        self.nemesis.t0 = self.t0_mono
+
+    def fire_due(self) -> None:
+        if self.nemesis is not None and self.nemesis.pending():
+            self.loop_thread.run(self.nemesis.fire_due())
+        if self.nemesis is not None and self.recorder is not None:
+            self.recorder.faults(self.nemesis.records)
+
+    def next_chaos_t(self) -> float | None:
+        nem = self.nemesis
+        if nem is None or not nem.pending():
+            return None
+        return nem._timeline[nem._next].t
+
+    def end_chaos(self) -> None:
+        """Undo what is still on (heal, resume, restore clocks), once."""
+        nem, lt = self.nemesis, self.loop_thread
+        if nem is not None and lt is not None and not self._chaos_ended:
+            self._chaos_ended = True
+            try:
+                lt.run(nem.stop(), timeout=120)
+            except Exception as e:  # noqa: BLE001
+                log.warning("ending chaos: %s", e)
+            if self.recorder is not None:
+                self.recorder.faults(nem.records)
+
+    def resolve_leader(self) -> str | None:
+        import ray
+        live = [s for s in self.slots.values() if s.alive and not s.paused]
+        refs = [s.actor.is_leader.remote() for s in live]
+        try:
+            answers = ray.get(refs, timeout=10)
+        except Exception:  # noqa: BLE001
+            answers = [False] * len(live)
+        leaders = [s.name for s, yes in zip(live, answers) if yes]
+        return leaders[0] if leaders else None
+
+    # -- a tick -------------------------------------------------------------------------------
+
+    def observe(self) -> list[Observation]:
+        """Every instance once: one ``observe()`` round trip per live instance, in parallel."""
+        import ray
+        live = [s for s in self.slots.values() if s.alive and not s.paused]
+        refs = {s.name: s.actor.observe.remote(self.recorder.decision_cursor.get((s.name, s.generation), 0))
+                for s in live}
+        timeout = max(2.0, self.exp.measure.every)
+        flat = list(refs.values())
+        ready, _ = ray.wait(flat, num_returns=len(flat), timeout=timeout) if flat else ([], [])
+        ready_set = set(ready)
+        out: list[Observation] = []
+        for name, slot in self.slots.items():
+            ref = refs.get(name)
+            data = None
+            if ref is not None and ref in ready_set:
+                try:
+                    data = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                    if slot.alive:
+                        log.info("instance %s is gone: %s", name, e)
+                        slot.alive = False
+                        self.record_life(self.now(), name, "crash", error=str(e)[:200])
+            if data is not None:
+                slot.last_stats = data.get("stats") or {}
+            out.append(Observation(name=name, generation=slot.generation,
+                                   alive=data is not None, data=data))
+        leaders = sorted(o.name for o in out if o.data and (o.data.get("digest") or {}).get("is_leader"))
+        if leaders:
+            self.leader = ",".join(leaders)
+        elif self.exp.schedulers.mode != "active-active":
+            self.leader = None
+        return out
+
+    # -- end ----------------------------------------------------------------------------------
+
+    def final_stats(self) -> dict[str, Any]:
+        """The parts' last words, before anything stops: per instance its final stats, the
+        cluster actor's stats."""
+        self.end_chaos()
+        try:
+            import ray
+            if not ray.is_initialized():
+                return {}
+        except Exception:  # noqa: BLE001
+            return {}
+        for slot in self.slots.values():
+            if slot.paused and slot.pid:
+                try:
+                    os.kill(slot.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                slot.paused = False
+            slot.ended_alive = slot.alive
+            if slot.alive and slot.actor is not None:
+                try:
+                    slot.last_stats = ray.get(slot.actor.stats.remote(), timeout=10)
+                except Exception:  # noqa: BLE001
+                    pass
+        if self.cluster_actor is not None:
+            try:
+                self.cluster_stats = ray.get(self.cluster_actor.stats.remote(), timeout=10)
+            except Exception:  # noqa: BLE001
+                self.cluster_stats = None
+        return {"instances": {n: {**s.last_stats, "carried": s.carried, "generation": s.generation,
+                                  "ended_alive": s.ended_alive} for n, s in self.slots.items()},
+                "cluster": self.cluster_stats}
+
+    def collect_delivery_logs(self) -> None:
+        """Each instance's delivery log, shipped back through Ray (the instance's node need not
+        share a disk with the driver)."""
+        import ray
+        if self.ray_address is None:
+            return      # written in place
+        dest = self.out / "delivery"
+        dest.mkdir(parents=True, exist_ok=True)
+        for slot in self.slots.values():
+            if not slot.alive or slot.actor is None:
+                continue
+            try:
+                blob = ray.get(slot.actor.delivery_log.remote(), timeout=60)
+            except Exception as e:  # noqa: BLE001 — gone: its log is what it flushed before
+                log.info("delivery log of %s: %s", slot.name, e)
+                continue
+            if blob:
+                (dest / f"{slot.name}.log").write_bytes(blob)
+
+    def final_api_state(self) -> dict[str, Any] | None:
+        """Every object the API server holds at the end (for the consistency checker), and its RV."""
+        from ha.experiment.recorder import TRUTH_KINDS
+        try:
+            out: dict[str, Any] = {"rv": int(self.api.current_resource_version()), "objects": {}}
+            for kind in TRUTH_KINDS:
+                res = self.api.list(kind)
+                out["objects"][kind] = res.items
+            return out
+        except Exception as e:  # noqa: BLE001 — Redis gone: the checker says why it is absent
+            log.info("final API state: %s", e)
+            return None
+
+    def cleanup(self) -> None:
+        """Stop everything this run started, each by its own handle; never raises."""
+        self.end_chaos()
+        try:
+            import ray
+            ray_on = ray.is_initialized()
+        except Exception:  # noqa: BLE001
+            ray_on = False
+        if ray_on:
+            refs = []
+            for slot in self.slots.values():
+                if slot.paused and slot.pid:
+                    try:
+                        os.kill(slot.pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+                if slot.alive and slot.actor is not None:
+                    refs.append(slot.actor.stop.remote())
+            if self.cluster_actor is not None:
+                refs.append(self.cluster_actor.stop.remote())
+            if refs:
+                try:
+                    ray.wait(refs, num_returns=len(refs), timeout=15)
+                except Exception:  # noqa: BLE001
+                    pass
+            for actor in [s.actor for s in self.slots.values()] + [self.cluster_actor]:
+                if actor is not None:
+                    try:
+                        ray.kill(actor, no_restart=True)
+                    except Exception:  # noqa: BLE001
+                        pass
+            for slot in self.slots.values():
+                slot.alive = False
+        for p in self.proxies.values():
+            try:
+                p.stop()
+            except Exception:  # noqa: BLE001
+                pass
+        self.proxies = {}
+        if self.loop_thread is not None:
+            self.loop_thread.stop()
+            self.loop_thread = None
+        if ray_on and self._ray_owned:
+            try:
+                # local: ray.shutdown() stops the processes and our session folder goes;
+                # --ray-address: disconnects from the cluster (which keeps running)
+                from ha.runtime.ray_local import stop_ray
+                stop_ray(self.ray_handle)
+            except Exception as e:  # noqa: BLE001
+                log.warning("stopping Ray: %s", e)
+        self.ray_handle = None
+        if self.api is not None:
+            try:
+                self.api.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.api = None
+        if self.redis is not None:
+            self.redis.close()
+            self.redis = None
