@@ -51,6 +51,7 @@ class Recorder:
     decision_cursor: dict[tuple[str, int], int] = field(default_factory=dict)
     _cursors: dict[str, int] = field(default_factory=dict)
     _lease_seen: tuple | None = None
+    last_lease: dict[str, Any] | None = None  # the Lease as last read (final.json's "lease")
     _fault_cursor: int = 0
     _incarnation: dict[str, Any] = field(default_factory=dict)
 
@@ -135,7 +136,7 @@ class Recorder:
         self.writer.tick(round(t, 4), rv_before, rv_after, instances)
         if rv_after is not None:
             self.export_truth(rv_after)
-        self._record_lease(t)
+        self.record_lease(t)
         return instances
 
     def _decision(self, d: Mapping[str, Any], ob: Observation) -> dict[str, Any]:
@@ -160,7 +161,7 @@ class Recorder:
                              incarnation=inc, restarts=stats.get("restarts"),
                              reason=stats.get("last_error"))
 
-    def _record_lease(self, t: float) -> None:
+    def record_lease(self, t: float) -> None:
         if self.lease is None:
             return
         try:
@@ -169,11 +170,12 @@ class Recorder:
             return
         spec = obj.get("spec") or {}
         seen = (spec.get("holderIdentity") or "", int(spec.get("leaseTransitions") or 0))
+        self.last_lease = {"holder": seen[0], "lease_transitions": seen[1],
+                           "acquire_time": spec.get("acquireTime"),
+                           "rv": (obj.get("metadata") or {}).get("resourceVersion")}
         if seen != self._lease_seen:
             self._lease_seen = seen
-            self.writer.lease(round(t, 4), {"holder": seen[0], "lease_transitions": seen[1],
-                                            "acquire_time": spec.get("acquireTime"),
-                                            "rv": (obj.get("metadata") or {}).get("resourceVersion")})
+            self.writer.lease(round(t, 4), self.last_lease)
 
     # -- faults and lives ---------------------------------------------------------------------
 

@@ -185,6 +185,7 @@ class ExperimentRunner:
         self.life.collect_delivery_logs()
         if self.recorder is not None:
             self.recorder.export_truth()
+            self.recorder.record_lease(self.life.now())
         api_state = self.life.final_api_state() if self.writer is not None else None
         self.life.cleanup()
         self._close_history(error=error, interrupted=interrupted, final=final, api_state=api_state)
@@ -201,6 +202,7 @@ class ExperimentRunner:
             "elapsed_s": round(elapsed, 3), "interrupted": interrupted, "error": error,
             "instances": final.get("instances") or {}, "cluster": final.get("cluster"),
             "api_state": api_state,
+            "lease": self.recorder.last_lease if self.recorder else None,
             "truth": {"rv": self.recorder.truth_rv if self.recorder else None,
                       "gaps": self.recorder.truth_gaps if self.recorder else []}})
         self.writer.close()

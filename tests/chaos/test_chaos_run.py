@@ -51,22 +51,21 @@ def ray_session():
     stop_ray(handle)
 
 
-class CapturingRunner(ExperimentRunner):
-    """Takes live digests of never-leading instances near the end (for the replay check)."""
-
-    captured: dict = {}
-
-    def _sample(self, t):
-        super()._sample(t)
-        if 13.0 <= t <= 15.0 and not self.captured:
-            import ray
-            for name, slot in self.slots.items():
-                if not slot.alive or name == "scheduler-3":
-                    continue
-                st = ray.get(slot.actor.stats.remote(), timeout=10)
-                if st["leader_transitions"] == 0 and st["restarts"] == 0:
-                    self.captured[name] = ray.get(slot.actor.digest.remote(), timeout=10)
-                    break
+def captured_digest(out):
+    """A recorded digest (history/ticks.jsonl, folded) of an instance that never led and never
+    restarted, sampled between 13 s and 15 s: what the replay of its delivery log must rebuild."""
+    from ha.experiment.history import History
+    h = History(out)
+    for tk, states in h.digests():
+        if not 13.0 <= tk["t"] <= 15.0:
+            continue
+        for name in ("scheduler-1", "scheduler-2"):
+            st = states.get(name) or {}
+            c = st.get("counters") or {}
+            if st.get("alive") and c.get("leader_transitions", 0) == 0 and c.get("restarts", 0) == 0 \
+                    and st.get("generation", 0) == 0 and st.get("log_seq"):
+                return {name: st}
+    return {}
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +76,16 @@ def chaos_run(ray_session, tmp_path_factory):
     f.write_text(EXP)
     exp = load_experiment(f)
     out = d / "results"
-    runner = CapturingRunner(exp, out, source=str(f), console=Console(quiet=True), progress=False,
+    runner = ExperimentRunner(exp, out, source=str(f), console=Console(quiet=True), progress=False,
                              # a short reflector backoff: the partitioned instance comes back fast
                              instance_options={"informer_options": {
                                  "backoff": Backoff(initial=0.2, cap=1.0, factor=2, jitter=0.5)}})
-    runner.captured = {}
     outcome = runner.run()
     assert not outcome.interrupted
     m = json.loads((out / "metrics.json").read_text())
     with open(out / "timeseries.csv") as fh:
         rows = list(csv.DictReader(fh))
-    return out, m, rows, runner.captured
+    return out, m, rows, captured_digest(out)
 
 
 def _series(rows, name, col):
