@@ -209,7 +209,11 @@ class DeliveryLog:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, instance: str = "",
-                 keep: bool = True, flush_every: int = 512) -> None:
+                 keep: bool = True, flush_every: int = 512,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        """``clock`` / ``wall_clock``: the clocks the informers stamp with (the header's
+        ``mono_to_wall``); a simulation gives its virtual ones."""
         self.instance = instance
         self.keep = keep
         self.records: list[dict] = []
@@ -227,7 +231,7 @@ class DeliveryLog:
             self._fh.write(self._packer.pack({
                 "format": LOG_FORMAT, "version": LOG_VERSION, "instance": instance,
                 # to convert monotonic stamps to wall time: wall ~= mono + mono_to_wall
-                "mono_to_wall": time.time() - time.monotonic(),
+                "mono_to_wall": wall_clock() - clock(),
             }))
 
     @classmethod
