@@ -7,6 +7,7 @@ uids and continue tokens are comparable. A mutant memory server (stale resourceV
 no history trimming) must be caught, or this test could not fail."""
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 
@@ -362,3 +363,36 @@ def test_a_broken_memory_server_is_caught(redis_url, key_prefix, mutant):
             _run(pair, 1, 400)
     finally:
         pair.redis.close()
+
+
+class _Blocking:
+    """An async client driven from synchronous code on a private (real) event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, client) -> None:
+        self._loop, self._client = loop, client
+
+    def __getattr__(self, name):
+        fn = getattr(self._client, name)
+
+        def call(*args, **kw):
+            return self._loop.run_until_complete(fn(*args, **kw))
+        return call
+
+
+def test_the_async_clients_agree_too(redis_url, key_prefix):
+    from cluster_state.aio import AsyncApiClient
+    loop = asyncio.new_event_loop()
+    try:
+        clock, ids = ManualClock(), CounterIds()
+
+        async def make():
+            return AsyncApiClient.from_url(redis_url, key_prefix, history=HISTORY, clear_nnn_on_binding=True,
+                                           clock=clock, new_uid=ids.uid, new_snapshot_id=ids.snap)
+        aredis = loop.run_until_complete(make())
+        server = MemoryServer(key_prefix, history=HISTORY, clear_nnn_on_binding=True, clock=clock)
+        pair = Pair(_Blocking(loop, aredis), _Blocking(loop, server.async_client()), clock, server)  # type: ignore[arg-type]
+        d = _run(pair, 11, 250)
+        assert d.outcomes.get("Conflict:metadata.resourceVersion", 0) > 0 and server.compacted
+        loop.run_until_complete(aredis.close())
+    finally:
+        loop.close()
