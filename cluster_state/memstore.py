@@ -46,7 +46,7 @@ from .codec import decode, encode
 from .errors import CorruptObject, ServerError
 from .store import SCRIPTS, Command, Script, Store, Stream, Txn, keys_for
 
-__all__ = ["MemoryServer", "MemApiClient", "AsyncMemApiClient", "DEFAULT_EPOCH"]
+__all__ = ["MemoryServer", "MemApiClient", "AsyncMemApiClient", "SeqIds", "DEFAULT_EPOCH"]
 
 DEFAULT_EPOCH = 1_700_000_000.0   # the time a server without a clock stands still at
 _STATUS_TAG = b"\xa6status"       # codec's stored layout: fixmap header, then "status"
@@ -104,6 +104,25 @@ def _stream_id(s: Any, default: int) -> int:
     return int(s.split(b"-", 1)[0])
 
 
+class SeqIds:
+    """Deterministic ids for a Store: uids ``<seed as 8-4-4-4>-<counter:012x>`` (UUID-shaped) and
+    snapshot ids ``<counter:032x>``. (Give a Redis-backed client one too, to compare the two.)"""
+
+    def __init__(self, uid_seed: int = 0) -> None:
+        u = f"{int(uid_seed) & (2**80 - 1):020x}"
+        self._prefix = f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-"
+        self._uids = 0
+        self._snaps = 0
+
+    def uid(self) -> str:
+        self._uids += 1
+        return f"{self._prefix}{self._uids:012x}"
+
+    def snapshot_id(self) -> str:
+        self._snaps += 1
+        return f"{self._snaps:032x}"
+
+
 class MemoryServer:
     """The API server's storage in memory, and the executor of :class:`Store` requests.
 
@@ -115,13 +134,10 @@ class MemoryServer:
     def __init__(self, prefix: str = "ht", *, history: int = 100_000, clear_nnn_on_binding: bool = False,
                  clock: Callable[[], float] | None = None, uid_seed: int = 0) -> None:
         self.clock: Callable[[], float] = clock or (lambda: DEFAULT_EPOCH)
-        self._uid_seq = 0
-        self._snap_seq = 0
-        u = f"{int(uid_seed) & (2**80 - 1):020x}"
-        self._uid_prefix = f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-"
+        self.ids = SeqIds(uid_seed)
         # the Store every client of this server uses: one config, deterministic ids, this clock
         self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding,
-                           clock=self.clock, new_uid=self._new_uid, new_snapshot_id=self._new_snapshot_id)
+                           clock=self.clock, new_uid=self.ids.uid, new_snapshot_id=self.ids.snapshot_id)
         self.prefix = prefix
         self.history = history
         self.keys = keys_for(prefix)
@@ -142,15 +158,6 @@ class MemoryServer:
                           "HGETALL": self._hgetall, "XRANGE": self._xrange, "XREVRANGE": self._xrevrange,
                           "XREAD": self._xread_now, "DEL": self._del, "ZADD": self._zadd, "HSET": self._hset,
                           "EXPIRE": self._expire, "EXISTS": self._exists, "XLEN": self._xlen}
-
-    # --- ids ----------------------------------------------------------------------------------
-    def _new_uid(self) -> str:
-        self._uid_seq += 1
-        return f"{self._uid_prefix}{self._uid_seq:012x}"
-
-    def _new_snapshot_id(self) -> str:
-        self._snap_seq += 1
-        return f"{self._snap_seq:032x}"
 
     # --- clients ------------------------------------------------------------------------------
     def client(self) -> "MemApiClient":

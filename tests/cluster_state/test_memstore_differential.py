@@ -15,7 +15,7 @@ import pytest
 
 from cluster_state.client import ApiClient
 from cluster_state.errors import ApiError
-from cluster_state.memstore import DEFAULT_EPOCH, MemoryServer
+from cluster_state.memstore import DEFAULT_EPOCH, MemoryServer, SeqIds
 from cluster_state.watch import ListResult, WatchEvent
 
 from .helpers import node, pod, queue
@@ -34,22 +34,6 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.t
-
-
-class CounterIds:
-    """The memory server's id sequences, for the Redis side."""
-
-    def __init__(self) -> None:
-        self.uids = 0
-        self.snaps = 0
-
-    def uid(self) -> str:
-        self.uids += 1
-        return f"00000000-0000-0000-0000-{self.uids:012x}"
-
-    def snap(self) -> str:
-        self.snaps += 1
-        return f"{self.snaps:032x}"
 
 
 @dataclass
@@ -285,9 +269,11 @@ class Driver:
 
 def _pair(redis_url: str, prefix: str, server_cls=MemoryServer) -> Pair:
     clock = ManualClock()
-    ids = CounterIds()
+    ids = SeqIds()   # the memory server's id sequences, for the Redis side
+    # (a paged list's snapshot expires after Store.continue_ttl: on Redis's wall clock there, on
+    # the injected clock here; a run advances the clock far less than that, ~50 s per 400 steps)
     api = ApiClient.from_url(redis_url, prefix, history=HISTORY, clear_nnn_on_binding=True,
-                             clock=clock, new_uid=ids.uid, new_snapshot_id=ids.snap)
+                             clock=clock, new_uid=ids.uid, new_snapshot_id=ids.snapshot_id)
     server = server_cls(prefix, history=HISTORY, clear_nnn_on_binding=True, clock=clock)
     return Pair(api, server.client(), clock, server)
 
@@ -299,6 +285,8 @@ def _run(pair: Pair, seed: int, steps: int) -> Driver:
         if i % 50 == 49:
             d.check_histories()
     d.check_histories()
+    # snapshot expiry is on different clocks on the two sides (see _pair): keep out of its reach
+    assert pair.clock.t - DEFAULT_EPOCH < pair.server.store.continue_ttl
     return d
 
 
@@ -383,11 +371,11 @@ def test_the_async_clients_agree_too(redis_url, key_prefix):
     from cluster_state.aio import AsyncApiClient
     loop = asyncio.new_event_loop()
     try:
-        clock, ids = ManualClock(), CounterIds()
+        clock, ids = ManualClock(), SeqIds()
 
         async def make():
             return AsyncApiClient.from_url(redis_url, key_prefix, history=HISTORY, clear_nnn_on_binding=True,
-                                           clock=clock, new_uid=ids.uid, new_snapshot_id=ids.snap)
+                                           clock=clock, new_uid=ids.uid, new_snapshot_id=ids.snapshot_id)
         aredis = loop.run_until_complete(make())
         server = MemoryServer(key_prefix, history=HISTORY, clear_nnn_on_binding=True, clock=clock)
         pair = Pair(_Blocking(loop, aredis), _Blocking(loop, server.async_client()), clock, server)  # type: ignore[arg-type]
