@@ -46,7 +46,7 @@ class Delivery:
     key: Key | None              # None for LIST: a barrier across all objects
     object: dict | None
     resource_version: int        # the event's RV (LIST: the list's RV)
-    received: float              # time.monotonic() when the reflector received it
+    received: float              # the reflector's clock (time.monotonic() live) when it arrived
     initial: bool = False        # part of the informer's first list
     tombstone: bool = False      # a delete whose final state is unknown (computed on relist)
     items: list[dict] | None = None   # LIST only: the listed objects
