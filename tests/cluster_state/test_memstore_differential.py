@@ -80,7 +80,8 @@ class Driver:
         self.tokens: list[tuple] = []       # (kind, ns, continue token)
         self.max_rv = 0
         self.log: list[str] = []
-        self.outcomes: dict[str, int] = {}  # "op" / "Error:field" -> how often (coverage checks)
+        self.outcomes: dict[str, int] = {}  # "op" / "op:EVENT" / "Error:field" -> how often
+        self.messages: list[str] = []       # error messages (coverage checks)
 
     def both(self, name: str, *args, **kw):
         r1 = _call(self.p.redis, name, args, kw)
@@ -91,7 +92,13 @@ class Driver:
                           f" mem:   {n2!r:.1500}")
         self._remember(r1)
         for v in (r1 if isinstance(r1, list) else [r1]):
-            key = f"{type(v).__name__}:{v.field}" if isinstance(v, ApiError) else name
+            if isinstance(v, ApiError):
+                key = f"{type(v).__name__}:{v.field}"
+                self.messages.append(v.message)
+            elif isinstance(v, WatchEvent):
+                key = f"{name}:{v.type}"
+            else:
+                key = name
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
         return r1
 
@@ -176,6 +183,8 @@ class Driver:
                 md["finalizers"] = [FINALIZERS[0]]
             if r.random() < 0.3 and new["spec"].get("schedulingGates"):
                 new["spec"]["schedulingGates"] = []
+            elif o.get("kind") == "Pod" and r.random() < 0.1:
+                new["spec"]["schedulingGates"] = [{"name": "gate-b"}]   # only removal is allowed: 422
             if r.random() < 0.05:
                 md["deletionTimestamp"] = c.t   # 422 unless already deleting (then carried over)
             self.both("update", new)
@@ -267,14 +276,14 @@ class Driver:
             self.both("list", k)
 
 
-def _pair(redis_url: str, prefix: str, server_cls=MemoryServer) -> Pair:
+def _pair(redis_url: str, prefix: str, server_cls=MemoryServer, clear_nnn: bool = True) -> Pair:
     clock = ManualClock()
     ids = SeqIds()   # the memory server's id sequences, for the Redis side
     # (a paged list's snapshot expires after Store.continue_ttl: on Redis's wall clock there, on
     # the injected clock here; a run advances the clock far less than that, ~50 s per 400 steps)
-    api = ApiClient.from_url(redis_url, prefix, history=HISTORY, clear_nnn_on_binding=True,
+    api = ApiClient.from_url(redis_url, prefix, history=HISTORY, clear_nnn_on_binding=clear_nnn,
                              clock=clock, new_uid=ids.uid, new_snapshot_id=ids.snapshot_id)
-    server = server_cls(prefix, history=HISTORY, clear_nnn_on_binding=True, clock=clock)
+    server = server_cls(prefix, history=HISTORY, clear_nnn_on_binding=clear_nnn, clock=clock)
     return Pair(api, server.client(), clock, server)
 
 
@@ -292,14 +301,14 @@ def _run(pair: Pair, seed: int, steps: int) -> Driver:
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_same_operations_same_results_and_event_streams(redis_url, key_prefix, seed):
-    pair = _pair(redis_url, key_prefix)
+    pair = _pair(redis_url, key_prefix, clear_nnn=seed % 2 == 1)   # both binding modes
     try:
         d = _run(pair, seed, 400)
     finally:
         pair.redis.close()
     # the sequence did reach what it is meant to compare (else a quiet run would pass)
     for want in ("Conflict:metadata.resourceVersion", "Conflict:spec.nodeName", "Gone:resourceVersion",
-                 "NotFound:None", "bind", "bind_many", "finalize_deletions", "watch_list"):
+                 "NotFound:None", "bind", "bind_many", "finalize_deletions", "watch_list:BOOKMARK"):
         assert d.outcomes.get(want, 0) > 0, (want, sorted(d.outcomes))
     assert pair.server.rv > 100 and pair.server.compacted, (pair.server.rv, pair.server.compacted)
 
@@ -307,21 +316,27 @@ def test_same_operations_same_results_and_event_streams(redis_url, key_prefix, s
 def test_the_runs_meet_every_outcome_in_the_contract(redis_url, key_prefix):
     """Over the seeds, every error the contract names and every operation occurs."""
     seen: dict[str, int] = {}
+    messages: list[str] = []
     for seed in (1, 2, 3, 4):
-        pair = _pair(redis_url, f"{key_prefix}s{seed}")
+        pair = _pair(redis_url, f"{key_prefix}s{seed}", clear_nnn=seed % 2 == 1)
         try:
             d = _run(pair, seed, 400)
         finally:
             pair.redis.close()
         for k, v in d.outcomes.items():
             seen[k] = seen.get(k, 0) + v
+        messages += d.messages
+    for words in ("is being deleted, cannot be assigned", "precondition failed: uid", "too old",
+                  "no new finalizers", "only deletion is allowed", "field is immutable"):
+        assert any(words in m for m in messages), words
     for want in ("Conflict:metadata.resourceVersion", "Conflict:spec.nodeName", "Conflict:None",
                  "Conflict:spec.schedulingGates", "Gone:resourceVersion", "Gone:continue",
                  "NotFound:None", "AlreadyExists:None", "TooLargeResourceVersion:resourceVersion",
                  "Invalid:metadata.finalizers", "Invalid:metadata.deletionTimestamp",
                  "Invalid:spec.containers[0].resources.requests.cpu",
                  "list", "create", "update", "update_status", "patch_annotations", "delete", "evict",
-                 "compact", "current_resource_version"):
+                 "compact", "current_resource_version", "watch:ADDED", "watch:MODIFIED", "watch:DELETED",
+                 "watch:BOOKMARK", "watch_list:BOOKMARK"):
         assert seen.get(want, 0) > 0, (want, sorted(seen))
 
 
@@ -384,3 +399,31 @@ def test_the_async_clients_agree_too(redis_url, key_prefix):
         loop.run_until_complete(aredis.close())
     finally:
         loop.close()
+
+
+def test_corrupt_data_is_reported_alike(redis_url, key_prefix):
+    """Raw bytes put where objects and events live (what chaos or a bad writer could do) reach
+    the same CORRUPT paths on both servers."""
+    import redis as redis_py
+    pair = _pair(redis_url, key_prefix)
+    raw = redis_py.Redis.from_url(redis_url)
+    try:
+        d = Driver(pair, 0)
+        d.both("create", pod("p0", "a"))
+        raw.hset(f"{key_prefix}:obj:Pod", "a/bad", b"\xc1\xc1")
+        pair.server.put_raw("Pod", "a/bad", b"\xc1\xc1")
+        rv = raw.incr(f"{key_prefix}:rv")
+        raw.xadd(f"{key_prefix}:ev:Pod", {"t": "MODIFIED", "o": b"\xc1"}, id=f"{rv}-0")
+        assert pair.server.add_raw_event("Pod", b"MODIFIED", b"\xc1") == rv
+        d.both("create", pod("p1", "a"))
+        lst = d.both("list", "Pod")
+        assert len(lst.corrupt) == 1
+        ev = d.both("watch", "Pod", 0, block_ms=0)
+        assert [e.type for e in ev] == ["ADDED", "CORRUPT", "ADDED"]
+        assert [e.type for e in d.both("watch_list", "Pod")] == ["CORRUPT", "ADDED", "ADDED", "BOOKMARK"]
+        d.both("list", "Pod", limit=1)
+        d.both("get", "Pod", "bad", "a")   # a CorruptObject error, the same words
+        assert d.outcomes.get("CorruptObject:None") == 1
+    finally:
+        raw.close()
+        pair.redis.close()
