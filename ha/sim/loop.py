@@ -285,14 +285,14 @@ def run(main: Awaitable[T], *, until: float | None = None, loop: VirtualTimeLoop
         except asyncio.TimeoutError:
             raise SimDeadline(f"not finished at virtual time {until!r}") from None
 
+    # (the loop is not made the thread's current loop: code reaches it as the running loop, and
+    # a test runner's own current loop is left alone)
     try:
-        asyncio.set_event_loop(loop)
         return loop.run_until_complete(guarded())
     finally:
         try:
             _cancel_all(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
-            asyncio.set_event_loop(None)
             if close:
                 loop.close()
