@@ -49,7 +49,6 @@ from .store import SCRIPTS, Command, Script, Store, Stream, Txn, keys_for
 __all__ = ["MemoryServer", "MemApiClient", "AsyncMemApiClient", "SeqIds", "DEFAULT_EPOCH"]
 
 DEFAULT_EPOCH = 1_700_000_000.0   # the time a server without a clock stands still at
-_STATUS_TAG = b"\xa6status"       # codec's stored layout: fixmap header, then "status"
 
 
 def _rv8(n: int) -> bytes:

@@ -33,7 +33,7 @@ import itertools
 import threading
 import time
 from asyncio import events
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 __all__ = ["VirtualTimeLoop", "SimClock", "WallClock", "Clock", "run", "SimForbidden", "SimDeadlock",
            "SimDeadline", "DEFAULT_EPOCH"]

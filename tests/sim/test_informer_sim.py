@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import random
 import subprocess
@@ -14,7 +13,6 @@ from pathlib import Path
 
 import msgpack
 
-from cluster_state.delivery import DeliveryLog
 from cluster_state.informer import Informer
 from cluster_state.memstore import MemoryServer
 from cluster_state.reflector import Backoff
