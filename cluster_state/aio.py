@@ -38,10 +38,13 @@ def shielded(coro):
 
 class AsyncApiClient:
     def __init__(self, redis_client: "aredis.Redis", prefix: str = "ht", *, history: int = 100_000,
-                 clear_nnn_on_binding: bool = False):
+                 clear_nnn_on_binding: bool = False, **store_options: Any):
+        """``store_options``: Store's clock / new_uid / new_snapshot_id (default: wall clock and
+        random ids)."""
         _check_client(redis_client)
         self.redis = redis_client
-        self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding)
+        self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding,
+                           **store_options)
         self.keys = keys_for(prefix)
 
     @classmethod

@@ -31,10 +31,13 @@ class ApiClient:
     """A Kubernetes-like API server on Redis; see docs in store.py and INTERFACES.md."""
 
     def __init__(self, redis_client: "redis.Redis", prefix: str = "ht", *, history: int = 100_000,
-                 clear_nnn_on_binding: bool = False):
+                 clear_nnn_on_binding: bool = False, **store_options: Any):
+        """``store_options``: Store's clock / new_uid / new_snapshot_id (default: wall clock and
+        random ids)."""
         _check_client(redis_client)
         self.redis = redis_client
-        self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding)
+        self.store = Store(prefix, history=history, clear_nnn_on_binding=clear_nnn_on_binding,
+                           **store_options)
         self.keys = keys_for(prefix)
         # one connection per thread, taken from the pool once and kept: a pool checkout per call
         # (redis-py polls the socket for stale data each time) cost ~20 us, a third of a create

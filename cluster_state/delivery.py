@@ -46,7 +46,7 @@ class Delivery:
     key: Key | None              # None for LIST: a barrier across all objects
     object: dict | None
     resource_version: int        # the event's RV (LIST: the list's RV)
-    received: float              # time.monotonic() when the reflector received it
+    received: float              # the reflector's clock (time.monotonic() live) when it arrived
     initial: bool = False        # part of the informer's first list
     tombstone: bool = False      # a delete whose final state is unknown (computed on relist)
     items: list[dict] | None = None   # LIST only: the listed objects
@@ -209,7 +209,11 @@ class DeliveryLog:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, instance: str = "",
-                 keep: bool = True, flush_every: int = 512) -> None:
+                 keep: bool = True, flush_every: int = 512,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        """``clock`` / ``wall_clock``: the clocks the informers stamp with (the header's
+        ``mono_to_wall``); a simulation gives its virtual ones."""
         self.instance = instance
         self.keep = keep
         self.records: list[dict] = []
@@ -227,7 +231,7 @@ class DeliveryLog:
             self._fh.write(self._packer.pack({
                 "format": LOG_FORMAT, "version": LOG_VERSION, "instance": instance,
                 # to convert monotonic stamps to wall time: wall ~= mono + mono_to_wall
-                "mono_to_wall": time.time() - time.monotonic(),
+                "mono_to_wall": wall_clock() - clock(),
             }))
 
     @classmethod

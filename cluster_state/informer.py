@@ -125,6 +125,8 @@ class Informer:
                        whenever it fails (docs/api-server.md)
       resync_unchanged relists also call on_update for objects whose RV did not change (client-go's
                        Sync/Replaced deltas do; off by default: they are no-ops for our caches)
+      clock, wall_clock the monotonic clock (delivery stamps, the default backoff) and the unix one
+                       (log records' wall time, staleness); a simulation gives its virtual ones
       staleness_samples how many staleness samples (ms) to keep
       write_time       fn(obj) -> unix time of the write that produced obj, or None
       freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered
@@ -147,8 +149,12 @@ class Informer:
                  write_time: Callable[[dict | None], float | None] = write_time_of,
                  name: str | None = None, freeze_gc_on_sync: bool = False,
                  gc_threshold: tuple[int, ...] | None = None,
-                 gc_refreeze_every: int | None = None, watch_list: bool = False) -> None:
+                 gc_refreeze_every: int | None = None, watch_list: bool = False,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.client = client
+        self.clock = clock
+        self.wall_clock = wall_clock
         self.gc_refreeze_every = gc_refreeze_every if freeze_gc_on_sync else None
         self._since_freeze = 0
         # a larger gen-0 threshold: every watch batch allocates ~15 container objects per event
@@ -175,7 +181,7 @@ class Informer:
         self.staleness_ms: deque[float] = deque(maxlen=staleness_samples)
         self.reflector = Reflector(client, kind, self.fifo, namespace=namespace, backoff=backoff,
                                    block_ms=block_ms, watch_count=watch_count, start_rv=start_rv,
-                                   stats=self.stats, watch_list=watch_list)
+                                   stats=self.stats, watch_list=watch_list, clock=clock)
         # watch pages are applied by the reflector at once (decode, store, handlers, entry by
         # entry) when nothing could come between: watch-order FIFO, pass-through hook, FIFO empty
         if type(self.fifo) is RealFIFO and type(self.hook) is PassThrough:
@@ -465,8 +471,8 @@ class Informer:
         if self.log is not None:
             self.log.append({"kind": self.kind, "type": LIST, "rv": d.resource_version,
                              "count": len(listed), "relist": not d.initial, "initial": d.initial,
-                             "recv": d.received, "delivered": time.monotonic(),
-                             "wall": time.time()})
+                             "recv": d.received, "delivered": self.clock(),
+                             "wall": self.wall_clock()})
         # vanished objects first: a relist's tombstones describe state older than its adds
         for key in [k for k in items if k not in listed]:
             old = items.pop(key)
@@ -500,7 +506,7 @@ class Informer:
                          # a relist's objects (and tombstones) carry their own RV, not an event's
                          "rv": md.get("resourceVersion") if relist or tombstone
                          else d.resource_version,
-                         "recv": d.received, "delivered": time.monotonic(), "wall": time.time(),
+                         "recv": d.received, "delivered": self.clock(), "wall": self.wall_clock(),
                          "initial": initial, "tombstone": tombstone, "relist": relist,
                          "object": obj})
 
@@ -521,7 +527,7 @@ class Informer:
             wt = self.write_time(obj)
             if wt is None:
                 return
-        self.staleness_ms.append((time.time() - wt) * 1000.0)
+        self.staleness_ms.append((self.wall_clock() - wt) * 1000.0)
 
     # (the two hot paths below inline _call and _record: they run once per event)
     def _notify_add(self, obj: dict, d: Delivery, initial: bool) -> None:

@@ -168,8 +168,11 @@ class Reflector:
     def __init__(self, client: Any, kind: str, fifo: Any, *, namespace: str | None = None,
                  backoff: Backoff | None = None, block_ms: int = 1000, watch_count: int = 1000,
                  start_rv: int | None = None, stats: InformerStats | None = None,
-                 watch_list: bool = False) -> None:
+                 watch_list: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: the monotonic clock that stamps what arrives (``Delivery.received``), and the
+        default backoff's (a simulation gives its virtual one)."""
         self.client = client
+        self.clock = clock
         # client-go's WatchListClient: (re)list with a watch that sends the initial state as
         # ADDED events and ends it with an initial-events-end bookmark; a plain list if it fails
         # (for good once the server rejects the options: it has no watch-list)
@@ -177,7 +180,7 @@ class Reflector:
         self.kind = kind
         self.fifo = fifo
         self.namespace = namespace
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or Backoff(clock=clock)
         self.block_ms = block_ms
         self.watch_count = watch_count
         self.start_rv = start_rv
@@ -214,7 +217,7 @@ class Reflector:
                 log.info("%s watch-list from rv %d failed (%r); listing instead", self.kind,
                          self.last_synced_rv, e)
         res = await _shielded(self.client.list(self.kind, self.namespace))
-        received = time.monotonic()
+        received = self.clock()
         items = list(res.items)
         rv = int(res.resource_version)
         bad = getattr(res, "corrupt", None)   # stored values that did not decode: skipped
@@ -238,7 +241,7 @@ class Reflector:
         events = await _shielded(self.client.watch(self.kind, self.last_synced_rv or None,
                                                    send_initial_events=True,
                                                    resource_version_match="NotOlderThan"))
-        received = time.monotonic()
+        received = self.clock()
         ns, stats = self.namespace, self.stats
         items: list[dict] = []
         end_rv = None
@@ -314,7 +317,7 @@ class Reflector:
                                                   count=self.watch_count, **watch_kw))
             if not events:
                 continue
-            received = time.monotonic()
+            received = self.clock()
             if type(events) is RawPage:
                 apply = self.apply_page
                 rv = apply(events.entries, received) if apply is not None else None

@@ -165,6 +165,10 @@ _reseed_uids()
 os.register_at_fork(after_in_child=_reseed_uids)  # a forked child must not repeat the parent's uids
 
 
+def _new_snapshot_id() -> str:
+    return uuid.uuid4().hex
+
+
 def _new_uid() -> str:
     """UUID-shaped and unique: 80 random bits per process + a counter (uuid4() per object costs
     more than the rest of a create's Python work)."""
@@ -285,7 +289,13 @@ class _ContinueToken:
 class Store:
     """Request builder + reply parser shared by the sync and async clients."""
 
-    def __init__(self, prefix: str = "ht", *, history: int = 100_000, clear_nnn_on_binding: bool = False):
+    def __init__(self, prefix: str = "ht", *, history: int = 100_000, clear_nnn_on_binding: bool = False,
+                 clock: Callable[[], float] | None = None, new_uid: Callable[[], str] | None = None,
+                 new_snapshot_id: Callable[[], str] | None = None):
+        """``clock`` (unix seconds: creationTimestamp, deletion deadlines, PodScheduled's
+        lastTransitionTime), ``new_uid`` (metadata.uid of a created object) and
+        ``new_snapshot_id`` (32 hex digits: a paged list's snapshot, part of its continue token)
+        default to the wall clock and random ids; a simulation gives virtual / seeded ones."""
         if not isinstance(prefix, str) or not prefix or any(c.isspace() for c in prefix):
             raise ValueError(f"prefix must be a non-empty string without spaces, got {prefix!r}")
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
@@ -295,6 +305,9 @@ class Store:
         self.clear_nnn_on_binding = bool(clear_nnn_on_binding)
         self.keys = _Keys(prefix)
         self.continue_ttl = CONTINUE_TTL_S
+        self.clock: Callable[[], float] = clock or time.time
+        self.new_uid: Callable[[], str] = new_uid or _new_uid
+        self.new_snapshot_id: Callable[[], str] = new_snapshot_id or _new_snapshot_id
 
     # --- request helpers --------------------------------------------------------------------
     def _script(self, name: str, *args) -> Script:
@@ -324,9 +337,9 @@ class Store:
         obj, info, key = normalise(_input_object(obj))
         md = obj["metadata"]
         if not md.get("uid"):
-            md["uid"] = _new_uid()
+            md["uid"] = self.new_uid()
         if md.get("creationTimestamp") is None:
-            md["creationTimestamp"] = time.time()
+            md["creationTimestamp"] = self.clock()
         blob, slen = encode(obj)
         # lua/create.lua: apply's op C without an op list to pack and unpack
         code, rv = yield Script("create", [self.prefix, self.history, info.name, key, blob[:-8], slen])
@@ -413,7 +426,7 @@ class Store:
 
     def _first_page(self, info: KindInfo, namespace: str | None, pre: bytes, after: bytes, lim: int,
                     min_rv: int, exact: int) -> Op:
-        snap = uuid.uuid4().hex
+        snap = self.new_snapshot_id()
         res = yield self._script("list_page", "first", info.name, pre, after, lim, min_rv, exact,
                                  self._snap_key(snap), self.continue_ttl)
         code, cur = res[0], res[1]
@@ -684,7 +697,7 @@ class Store:
                     grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
                     grace = grace if isinstance(grace, int) and grace >= 0 else 30
             expect = raw[-8:]
-            t = time.time() if now is None else now
+            t = self.clock() if now is None else now
             old = md.get("deletionTimestamp")
             if grace > 0:
                 deadline = t + grace
@@ -720,7 +733,7 @@ class Store:
         """Remove pods whose grace period has ended (DELETED events); returns how many. Pods that
         still have finalizers stay (deletionGracePeriodSeconds becomes 0, MODIFIED) until an update
         removes the last one."""
-        t = time.time() if now is None else now
+        t = self.clock() if now is None else now
         total = 0
         while True:
             removed, seen, _kept = yield self._script("finalize", self.history, repr(t), FINALIZE_BATCH)
@@ -859,7 +872,7 @@ class Store:
         if not pending:
             return results
         cond = _packb({"type": "PodScheduled", "status": "True", "reason": "", "message": "",
-                       "lastTransitionTime": time.time()}, use_bin_type=True)
+                       "lastTransitionTime": self.clock()}, use_bin_type=True)
         head = [cond, 1 if self.clear_nnn_on_binding else 0]
         chunks = [pending[j:j + BIND_CHUNK] for j in range(0, len(pending), BIND_CHUNK)]
 
@@ -932,7 +945,7 @@ class Store:
                 break
             raws = yield Command(("HMGET", okey, *[keys[i] for i in pending]))
             ops, idx = [], []
-            now = time.time()
+            now = self.clock()
             for i, raw in zip(pending, raws):
                 try:
                     if raw is None:

@@ -1,0 +1,298 @@
+"""A virtual-time asyncio event loop, and the clocks the rest of the code is given.
+
+:class:`VirtualTimeLoop` is an asyncio event loop whose ``time()`` is virtual: whenever no
+callback is ready, it jumps straight to the next scheduled timer, so ``asyncio.sleep(30)`` costs
+no wall time. Everything asyncio builds on the loop's timers (``sleep``, ``wait_for``,
+``asyncio.timeout``, ``call_later``) therefore runs in virtual time.
+
+Deterministic: ready callbacks run first in, first out (asyncio's own order); timers run in
+order of their due time, ties in the order they were scheduled (asyncio's heap alone leaves ties
+to the heap's shape); nothing waits on real I/O. The loop has no selector and no self-pipe: real
+sockets, pipes, subprocesses, signal handlers and DNS raise :class:`SimForbidden`, and so does
+``run_in_executor`` (hence ``asyncio.to_thread``) unless the loop was built with
+``executor="inline"``, which runs the function at once on the loop's thread and hands back a
+finished future (deterministic; it blocks the virtual world while it runs, as a CPU-bound step
+would). ``call_soon_threadsafe`` from another thread raises too. A loop with nothing ready and no
+timer while the main coroutine still waits can never make progress: that is
+:class:`SimDeadlock`, not a hang.
+
+Clocks: :class:`SimClock` (``now()`` unix seconds = ``epoch`` + virtual time, ``monotonic()`` =
+virtual time, ``await sleep(s)``) for code that must not read the wall clock, and
+:class:`WallClock`, the same interface on the real clocks for the live engine.
+
+Running: ``run(coro, until=None)`` runs a coroutine to completion on a fresh loop (``until``: a
+virtual deadline; the coroutine is cancelled and :class:`SimDeadline` raised if it is reached
+first); ``loop.run_until(t)`` advances a loop's world to virtual time ``t`` and returns with every
+task still pending (timers due at or before ``t`` have fired).
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import threading
+import time
+from asyncio import events
+from typing import Awaitable, Callable, TypeVar
+
+__all__ = ["VirtualTimeLoop", "SimClock", "WallClock", "Clock", "run", "SimForbidden", "SimDeadlock",
+           "SimDeadline", "DEFAULT_EPOCH"]
+
+T = TypeVar("T")
+DEFAULT_EPOCH = 1_700_000_000.0   # SimClock.now() at virtual time 0 (2023-11-14T22:13:20Z)
+
+
+class SimForbidden(RuntimeError):
+    """Something tried real I/O, a thread or an executor on the virtual-time loop."""
+
+
+class SimDeadlock(RuntimeError):
+    """No callback is ready and no timer is scheduled, yet the loop was asked to go on."""
+
+
+class SimDeadline(TimeoutError):
+    """``run(..., until=t)``: the coroutine had not finished at virtual time ``t``."""
+
+
+class _SeqTimerHandle(events.TimerHandle):
+    """A timer ordered by (due time, scheduling order): ties run first scheduled, first run."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, when, callback, args, loop, context, seq: int) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._seq = seq
+
+    def __lt__(self, other) -> bool:
+        if isinstance(other, _SeqTimerHandle):
+            return (self._when, self._seq) < (other._when, other._seq)
+        return super().__lt__(other)
+
+    def __le__(self, other) -> bool:
+        if isinstance(other, _SeqTimerHandle):
+            return (self._when, self._seq) <= (other._when, other._seq)
+        return super().__le__(other)
+
+    def __gt__(self, other) -> bool:
+        if isinstance(other, _SeqTimerHandle):
+            return (self._when, self._seq) > (other._when, other._seq)
+        return super().__gt__(other)
+
+    def __ge__(self, other) -> bool:
+        if isinstance(other, _SeqTimerHandle):
+            return (self._when, self._seq) >= (other._when, other._seq)
+        return super().__ge__(other)
+
+    __hash__ = events.TimerHandle.__hash__
+
+
+class _VirtualSelector:
+    """What ``BaseEventLoop._run_once`` polls: never waits, moves virtual time instead."""
+
+    def __init__(self, loop: "VirtualTimeLoop") -> None:
+        self._loop = loop
+
+    def select(self, timeout: float | None) -> list:
+        loop = self._loop
+        if timeout is None:
+            raise SimDeadlock("virtual-time loop: no callback is ready and no timer is scheduled, so "
+                              "nothing can ever happen again (every task waits for an event nobody "
+                              f"will set) at virtual time {loop._now!r}")
+        if timeout > 0 and loop._scheduled:
+            # the next timer is due: jump to it exactly (no float drift from adding timeouts)
+            when = loop._scheduled[0]._when
+            if when > loop._now:
+                loop._now = when
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _forbidden(what: str) -> Callable:
+    def method(self, *args, **kw):
+        raise SimForbidden(f"{what} is not available on the virtual-time loop: the simulation runs in "
+                           "one thread without real I/O (give the code an in-memory part instead)")
+    method.__name__ = what
+    return method
+
+
+class VirtualTimeLoop(asyncio.BaseEventLoop):
+    """See the module docstring. ``VirtualTimeLoop(start=0.0, executor="forbid"|"inline")``."""
+
+    def __init__(self, start: float = 0.0, *, executor: str = "forbid") -> None:
+        if executor not in ("forbid", "inline"):
+            raise ValueError(f"executor must be 'forbid' or 'inline', not {executor!r}")
+        super().__init__()
+        self._now = float(start)
+        self._executor_mode = executor
+        self._timer_seq = itertools.count()
+        self._selector = _VirtualSelector(self)
+        self._clock_resolution = 1e-9
+        self.callbacks_run = 0   # not used by the loop: a cheap progress counter for callers
+
+    # --- time ---------------------------------------------------------------------------------
+    def time(self) -> float:
+        return self._now
+
+    def call_at(self, when, callback, *args, context=None):
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()
+        if self._debug:
+            self._check_thread()
+            self._check_callback(callback, "call_at")
+        timer = _SeqTimerHandle(when, callback, args, self, context, next(self._timer_seq))
+        if timer._source_traceback:
+            del timer._source_traceback[-1]
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
+    def run_until(self, t: float) -> None:
+        """Run until nothing more can happen at or before virtual time ``t``: every timer due by
+        then has fired and every callback it made ready has run (tasks woken at ``t`` included);
+        then return with the clock at ``t`` and every task still pending (call again to go on).
+        A task that never stops yielding (``while True: await asyncio.sleep(0)``) keeps it from
+        returning, as it keeps virtual time from moving."""
+        if t < self._now:
+            raise ValueError(f"run_until({t!r}): virtual time is already {self._now!r}")
+
+        def settled() -> None:
+            sched = self._scheduled
+            if self._ready or (sched and sched[0]._when <= t):
+                self.call_soon(settled)   # after what is ready now (and what that makes ready)
+            else:
+                self.stop()
+
+        h = self.call_at(t, settled)
+        try:
+            self.run_forever()
+        finally:
+            h.cancel()
+        self._now = max(self._now, t)
+
+    # --- what BaseEventLoop expects of a concrete loop ------------------------------------------
+    def _process_events(self, event_list) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def call_soon_threadsafe(self, callback, *args, context=None):
+        if self._thread_id is not None and threading.get_ident() != self._thread_id:
+            raise SimForbidden("call_soon_threadsafe from another thread: the virtual-time loop runs "
+                               "everything in its own thread")
+        return self.call_soon(callback, *args, context=context)
+
+    def run_in_executor(self, executor, func, *args):
+        if self._executor_mode != "inline":
+            raise SimForbidden(f"run_in_executor({getattr(func, '__qualname__', func)!r}) (and "
+                               "asyncio.to_thread) would start a thread: not on the virtual-time loop "
+                               "(build it with executor='inline' to run such calls inline)")
+        self._check_closed()
+        fut = self.create_future()
+        try:
+            fut.set_result(func(*args))
+        except BaseException as e:  # noqa: BLE001 -- handed to the awaiting caller
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            fut.set_exception(e)
+        return fut
+
+    async def shutdown_default_executor(self, timeout=None) -> None:
+        self._executor_shutdown_called = True
+
+
+
+_FORBIDDEN = ("create_connection", "create_server", "create_unix_connection", "create_unix_server",
+              "create_datagram_endpoint", "connect_accepted_socket", "connect_read_pipe",
+              "connect_write_pipe", "subprocess_exec", "subprocess_shell", "getaddrinfo", "getnameinfo",
+              "sock_recv", "sock_recv_into", "sock_recvfrom", "sock_recvfrom_into", "sock_sendall",
+              "sock_sendto", "sock_connect", "sock_accept", "sock_sendfile", "sendfile", "start_tls",
+              "add_reader", "add_writer", "remove_reader", "remove_writer", "add_signal_handler",
+              "remove_signal_handler")
+for _name in _FORBIDDEN:
+    setattr(VirtualTimeLoop, _name, _forbidden(_name))
+del _name
+
+
+class SimClock:
+    """Time for code under the virtual-time loop: ``now()`` (unix seconds), ``monotonic()``,
+    ``await sleep(s)``. ``loop`` defaults to the running loop at each call."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, *, epoch: float = DEFAULT_EPOCH) -> None:
+        self._loop = loop
+        self.epoch = float(epoch)
+
+    def _l(self) -> asyncio.AbstractEventLoop:
+        return self._loop or asyncio.get_running_loop()
+
+    def monotonic(self) -> float:
+        return self._l().time()
+
+    def now(self) -> float:
+        return self.epoch + self._l().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class WallClock:
+    """The same interface on the real clocks (the live engine)."""
+
+    @staticmethod
+    def monotonic() -> float:
+        return time.monotonic()
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+Clock = SimClock | WallClock
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not pending:
+        return
+    pending.sort(key=lambda t: t.get_name())   # all_tasks is a set: cancel in a fixed order
+    for t in pending:
+        t.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def run(main: Awaitable[T], *, until: float | None = None, loop: VirtualTimeLoop | None = None,
+        close: bool = True) -> T:
+    """Run ``main`` on a virtual-time loop (a fresh one unless given) and return its result.
+    ``until``: virtual deadline; reached first, ``main`` is cancelled and :class:`SimDeadline`
+    raised. Afterwards every task still pending is cancelled and (``close``) the loop closed."""
+    loop = loop or VirtualTimeLoop()
+    old = events._get_running_loop()
+    if old is not None:
+        raise RuntimeError("ha.sim.loop.run() cannot be called from a running event loop")
+
+    async def guarded() -> T:
+        if until is None:
+            return await main
+        try:
+            return await asyncio.wait_for(main, max(0.0, until - loop.time()))
+        except asyncio.TimeoutError:
+            raise SimDeadline(f"not finished at virtual time {until!r}") from None
+
+    # (the loop is not made the thread's current loop: code reaches it as the running loop, and
+    # a test runner's own current loop is left alone)
+    try:
+        return loop.run_until_complete(guarded())
+    finally:
+        try:
+            _cancel_all(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            if close:
+                loop.close()
