@@ -15,21 +15,22 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationError, field_validator, model_validator)
 
 from cluster_state.quantity import QuantityError, parse_quantity
 from ha.errors import BadInput
-from ha.experiment.units import format_duration, format_rate, parse_duration, parse_rate, scenario_quantity
+from chaos.faults import FAULTS, ChaosEntry, Distribution
+from ha.experiment.units import (Duration, Rate, format_duration, parse_duration,
+                                 scenario_quantity)
 
 __all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS", "ACTIONS", "PLUGINS",
-           "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names"]
+           "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names",
+           "validation_problems"]
 
 # ---------------------------------------------------------------------------------------- types
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
-Rate = Annotated[float, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str)]
 
 
 def _resources(v: object) -> dict[str, Any]:
@@ -225,128 +226,8 @@ def instance_names(n: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------- chaos
-
-# fault -> (required fields, optional fields, allowed targets); targets: "instance" (scheduler-K),
-# "leader", "all"
-_T_INST = ("instance", "leader", "all")
-FAULTS: dict[str, tuple[frozenset[str], frozenset[str], tuple[str, ...]]] = {
-    "watch-delay": (frozenset({"target", "delay"}), frozenset({"for", "kinds"}), _T_INST),
-    "watch-stall": (frozenset({"target", "for"}), frozenset({"kinds"}), _T_INST),
-    "watch-reorder": (frozenset({"target"}), frozenset({"for", "kinds", "window"}), _T_INST),
-    "watch-expire": (frozenset({"target"}), frozenset({"kinds"}), _T_INST),
-    "partition": (frozenset({"target", "for"}), frozenset(), _T_INST),
-    "kill": (frozenset({"target"}), frozenset({"restart_after"}), ("instance", "leader")),
-    "pause": (frozenset({"target", "for"}), frozenset(), ("instance", "leader")),
-    "api-latency": (frozenset({"delay"}), frozenset({"for", "target", "verbs"}), _T_INST),
-    "api-conflict": (frozenset({"probability"}), frozenset({"for", "target", "verbs"}), _T_INST),
-    "redis-restart": (frozenset(), frozenset({"for"}), ()),
-    "clock-rate": (frozenset({"target", "rate"}), frozenset({"for"}), _T_INST),
-}
-_CHAOS_PARAMS = ("target", "for", "kinds", "delay", "window", "restart_after", "verbs",
-                 "probability", "rate")
-KINDS = ("Pod", "Node", "PodGroup", "Queue", "PriorityClass", "Lease")
-VERBS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
-         "bind_many", "delete", "evict", "watch")
-# the faults the runner applies (all of them: chaos.nemesis + the injectors)
-APPLIED_FAULTS = frozenset(FAULTS)
-
-_DIST_FIELDS = {"fixed": ({"value"}, set()), "uniform": ({"min", "max"}, set()),
-                "exponential": ({"mean"}, {"max"}), "pareto": ({"scale", "alpha"}, {"max"})}
-
-
-class Distribution(Strict):
-    """A delay distribution: fixed {value}, uniform {min, max}, exponential {mean[, max]},
-    pareto {scale, alpha[, max]} (scale is the minimum, x_m)."""
-    dist: Literal["fixed", "uniform", "exponential", "pareto"]
-    value: Optional[Duration] = None
-    min: Optional[Duration] = None
-    max: Optional[Duration] = None
-    mean: Optional[Duration] = None
-    scale: Optional[Duration] = None
-    alpha: Optional[float] = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _fields(self) -> "Distribution":
-        required, optional = _DIST_FIELDS[self.dist]
-        given = {f for f in ("value", "min", "max", "mean", "scale", "alpha") if getattr(self, f) is not None}
-        missing = sorted(required - given)
-        extra = sorted(given - required - optional)
-        if missing:
-            raise ValueError(f"dist {self.dist} needs {', '.join(missing)}")
-        if extra:
-            raise ValueError(f"dist {self.dist} does not take {', '.join(extra)} "
-                             f"(it takes {', '.join(sorted(required | optional))})")
-        if self.dist == "uniform" and self.min > self.max:
-            raise ValueError(f"min {format_duration(self.min)} > max {format_duration(self.max)}")
-        return self
-
-
-class ChaosEntry(Strict):
-    """One fault: starts ``at``, lasts ``for`` (or until the end / is instantaneous)."""
-    at: Duration
-    fault: str
-    target: Optional[str] = None
-    for_: Optional[Duration] = Field(None, alias="for")
-    kinds: Optional[list[str]] = None
-    delay: Optional[Distribution] = None
-    window: Optional[Duration] = None
-    restart_after: Optional[Duration] = None
-    verbs: Optional[list[str]] = None
-    probability: Optional[float] = Field(None, ge=0, le=1)
-    rate: Optional[float] = Field(None, gt=0)
-
-    @field_validator("fault")
-    @classmethod
-    def _fault(cls, v: str) -> str:
-        if v not in FAULTS:
-            raise ValueError(f"unknown fault {v!r}; known: {', '.join(FAULTS)}")
-        return v
-
-    @field_validator("kinds")
-    @classmethod
-    def _kinds(cls, v: Optional[list[str]]) -> Optional[list[str]]:
-        for k in v or ():
-            if k not in KINDS:
-                raise ValueError(f"unknown kind {k!r}; known: {', '.join(KINDS)}")
-        return v
-
-    @field_validator("verbs")
-    @classmethod
-    def _verbs(cls, v: Optional[list[str]]) -> Optional[list[str]]:
-        for k in v or ():
-            if k not in VERBS:
-                raise ValueError(f"unknown verb {k!r}; known: {', '.join(VERBS)}")
-        return v
-
-    @model_validator(mode="after")
-    def _per_fault(self) -> "ChaosEntry":
-        required, optional, targets = FAULTS[self.fault]
-        given = {p for p in _CHAOS_PARAMS if getattr(self, "for_" if p == "for" else p) is not None}
-        missing = sorted(required - given)
-        extra = sorted(given - required - optional)
-        if missing:
-            raise ValueError(f"fault {self.fault} needs {', '.join(missing)}")
-        if extra:
-            takes = ", ".join(sorted(required | optional)) or "nothing but at"
-            raise ValueError(f"fault {self.fault} does not take {', '.join(extra)} (it takes {takes})")
-        if self.target is not None:
-            kind = ("leader" if self.target == "leader" else "all" if self.target == "all"
-                    else "instance" if re.match(r"^scheduler-[1-9]\d*$", self.target) else None)
-            if kind is None:
-                raise ValueError(f"target {self.target!r}: expected scheduler-<N>, leader or all")
-            if kind not in targets:
-                raise ValueError(f"fault {self.fault} cannot target {self.target!r} "
-                                 f"(it takes {' or '.join(_TARGET_WORDS[t] for t in targets)})")
-        if self.for_ is not None and self.for_ <= 0:
-            raise ValueError("for must be > 0")
-        return self
-
-    @property
-    def end(self) -> Optional[float]:
-        return None if self.for_ is None else self.at + self.for_
-
-
-_TARGET_WORDS = {"instance": "scheduler-<N>", "leader": "leader", "all": "all"}
+# One fault = one package under chaos/faults/: the entry model, its per-fault validation, the
+# distributions and the fault list live there (ChaosEntry, FAULTS, Distribution).
 
 # ------------------------------------------------------------------------------ scheduler conf
 
@@ -738,9 +619,9 @@ def _loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def _fields_at(loc: tuple) -> list[str] | None:
+def _fields_at(loc: tuple, root: type[BaseModel] | None = None) -> list[str] | None:
     """The keys allowed at ``loc`` (for 'unknown key' hints), walking the model classes."""
-    tp: Any = Experiment
+    tp: Any = Experiment if root is None else root
     for part in loc:
         tp = _unwrap(tp)
         if isinstance(part, int):
@@ -780,13 +661,13 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _message(err: dict) -> str:
+def _message(err: dict, root: type[BaseModel] | None = None) -> str:
     t, ctx, inp = err["type"], err.get("ctx") or {}, err.get("input")
     got = f" (got {inp!r})" if not isinstance(inp, (dict, list)) else ""
     if t == "missing":
         return "required"
     if t == "extra_forbidden":
-        allowed = _fields_at(tuple(err["loc"][:-1]))
+        allowed = _fields_at(tuple(err["loc"][:-1]), root)
         hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
         return f"unknown key{hint}"
     if t == "greater_than_equal":
@@ -818,6 +699,13 @@ def _message(err: dict) -> str:
     return err["msg"]
 
 
+def validation_problems(e: ValidationError, root: type[BaseModel] | None = None,
+                        prefix: tuple = ()) -> list[tuple[str, str]]:
+    """(field path, problem) for each error of validating ``root`` (default: Experiment); ``prefix``
+    is where that model sits in the file (e.g. ``("chaos", 2)``)."""
+    return [(_loc(prefix + tuple(err["loc"])), _message(err, root)) for err in e.errors()]
+
+
 def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: str | None = None) -> Experiment:
     """Validate already-loaded YAML/JSON data; :class:`BadInput` names ``source``, field, problem."""
     if not isinstance(data, dict):
@@ -828,8 +716,7 @@ def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: s
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
-        lines = [f"{source}: {_loc(tuple(err['loc']))}: {_message(err)}" for err in e.errors()]
-        raise BadInput("\n".join(lines)) from None
+        raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in validation_problems(e))) from None
     except ConfigProblems as e:
         raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in e.problems)) from None
 
