@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field,
-                      ValidationError, field_validator, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      WithJsonSchema, field_validator, model_validator)
 
 from cluster_state.quantity import QuantityError, parse_quantity
 from ha.errors import BadInput
 from chaos.faults import FAULTS, ChaosEntry, Distribution
-from ha.experiment.units import (Duration, Rate, format_duration, parse_duration,
+from ha.experiment.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
                                  scenario_quantity)
 
 __all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS", "ACTIONS", "PLUGINS",
            "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names",
-           "validation_problems"]
+           "validation_problems", "json_schema"]
 
 # ---------------------------------------------------------------------------------------- types
 
@@ -78,8 +78,13 @@ def _duration_range(v: object) -> object:
     return v
 
 
-IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range)]
-DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range)]
+def _one_or_pair(item: dict[str, Any]) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [item, {"type": "array", "items": item, "minItems": 2, "maxItems": 2}]})
+
+
+IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range), _one_or_pair({"type": "integer"})]
+DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range),
+                          _one_or_pair(DURATION_SCHEMA)]
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _EXP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -604,6 +609,19 @@ class Experiment(Strict):
                 raise BadInput("--duration: must be > 0")
             changes["duration"] = d
         return self.model_copy(update=changes) if changes else self
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of experiment files (``ha-testbed schema``). Per-fault rules of ``chaos:``
+    entries (keys each fault needs or does not take, targets it accepts) are in the ChaosEntry
+    definition; rules across fields (a target that exists, ``at`` before the end) are not."""
+    schema = Experiment.model_json_schema(by_alias=True, mode="validation")
+    # a file without `name` is named after itself (load_experiment)
+    schema["required"] = [r for r in schema.get("required", []) if r != "name"]
+    if not schema["required"]:
+        del schema["required"]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://ha-testbed/experiment.schema.json", **schema}
 
 
 # ------------------------------------------------------------------------------------- loading
