@@ -105,9 +105,9 @@ class Strict(BaseModel):
 
 class Cluster(Strict):
     """``nodes`` identical nodes named ``node-1`` … ``node-N`` with ``node`` as allocatable."""
-    nodes: int = Field(4, ge=0)
-    node: Resources = Field(default_factory=lambda: {"cpu": 32, "memory": "128Gi", "pods": 110})
-    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: int = Field(4, ge=0)                 # how many identical nodes (node-1 … node-N)
+    node: Resources = Field(default_factory=lambda: {"cpu": 32, "memory": "128Gi", "pods": 110})  # each node's allocatable
+    labels: dict[str, str] = Field(default_factory=dict)   # labels of every node
 
     @field_validator("node")
     @classmethod
@@ -118,13 +118,13 @@ class Cluster(Strict):
 
 
 class QueueSpec(Strict):
-    name: Annotated[str, BeforeValidator(str)]
-    weight: int = Field(1, ge=1)
-    capability: Optional[Resources] = None
-    deserved: Optional[Resources] = None
-    guarantee: Optional[Resources] = None
-    reclaimable: Optional[bool] = None
-    priority: int = 0
+    name: Annotated[str, BeforeValidator(str)]     # the Queue object's name
+    weight: int = Field(1, ge=1)                     # proportion's share weight
+    capability: Optional[Resources] = None           # hard limit of the queue
+    deserved: Optional[Resources] = None             # capacity plugin's deserved share
+    guarantee: Optional[Resources] = None            # reserved for the queue
+    reclaimable: Optional[bool] = None               # may others reclaim from it
+    priority: int = 0                                # queue order
 
     @field_validator("name")
     @classmethod
@@ -137,14 +137,14 @@ class QueueSpec(Strict):
 
 class Workload(Strict):
     """Gangs arriving over time: each gang is a PodGroup (minMember = its size) and its pods."""
-    arrivals: Literal["poisson", "constant"] = "poisson"
-    rate: Rate = "1/s"
-    gang_size: IntRange = (1, 1)
-    runtime: DurationRange = ("10s", "10s")
+    arrivals: Literal["poisson", "constant"] = "poisson"   # gaps between gangs: exponential or fixed
+    rate: Rate = "1/s"                          # gangs per second
+    gang_size: IntRange = (1, 1)                # pods per gang: n, or [min, max] drawn uniformly
+    runtime: DurationRange = ("10s", "10s")     # how long a pod runs once bound: d, or [min, max]
     queues: list[str] = Field(default_factory=list)        # empty: every queue of the experiment
-    priority_classes: dict[str, int] = Field(default_factory=dict)
+    priority_classes: dict[str, int] = Field(default_factory=dict)   # created, and drawn from per gang
     request: Resources = Field(default_factory=lambda: {"cpu": 1, "memory": "1Gi"})  # per pod
-    namespace: str = "default"
+    namespace: str = "default"                  # of the generated podgroups and pods
     max_gangs: Optional[int] = Field(None, ge=0)             # stop generating after this many
     # no arrivals after this (default: the whole run). A quiet tail lets a long-run check judge
     # convergence without in-flight churn, as Jepsen heals and quiesces before its final reads.
@@ -192,9 +192,9 @@ class Workload(Strict):
 
 
 class Lease(Strict):
-    duration: Duration = "15s"
-    renew_deadline: Duration = "10s"
-    retry: Duration = "2s"
+    duration: Duration = "15s"          # how long a lease holds without renewal (client-go leaseDuration)
+    renew_deadline: Duration = "10s"    # the leader gives up when it has not renewed for this long
+    retry: Duration = "2s"              # how often candidates try (retryPeriod)
 
     @model_validator(mode="after")
     def _order(self) -> "Lease":
@@ -211,12 +211,14 @@ class Lease(Strict):
 
 
 class Schedulers(Strict):
-    instances: int = Field(1, ge=1, le=64)
+    instances: int = Field(1, ge=1, le=64)      # named scheduler-1 … scheduler-N
+    # leader-elected: one schedules; active-active: all do (conflicts decide); shadow: standbys
+    # run dry-run sessions to compare with the leader's
     mode: Literal["leader-elected", "active-active", "shadow"] = "leader-elected"
-    period: Duration = "1s"
-    lease: Lease = Field(default_factory=Lease)
-    standby: Literal["warm", "cold"] = "warm"
-    scheduler_name: str = "volcano"
+    period: Duration = "1s"                     # time between scheduling sessions
+    lease: Lease = Field(default_factory=Lease)  # leader election timing
+    standby: Literal["warm", "cold"] = "warm"   # warm standbys keep their informers running
+    scheduler_name: str = "volcano"             # pods with another schedulerName are not ours
 
     @field_validator("period")
     @classmethod
@@ -420,7 +422,7 @@ class Initial(Strict):
 
 
 class Measure(Strict):
-    every: Duration = "500ms"
+    every: Duration = "500ms"           # time between measurement ticks
     # the long-run verdict (report.md, metrics.json "convergence"): every live instance's
     # cache_divergence must be back to 0 for good within this long after the last fault
     converge_within: Duration = "5s"
@@ -445,19 +447,21 @@ class ConfigProblems(Exception):
 
 
 class Experiment(Strict):
-    name: str
-    seed: int = 0
-    duration: Duration = "60s"
-    profile: str = "v1.14"
+    name: str                           # names the results folder
+    seed: int = 0                       # every random choice (arrivals, fault draws) comes from it
+    duration: Duration = "60s"          # how long the run lasts
+    profile: str = "v1.14"              # a named set of behaviour switches
     switches: dict[str, bool] = Field(default_factory=dict)   # per-switch overrides of the profile
-    cluster: Cluster = Field(default_factory=Cluster)
-    queues: list[QueueSpec] = Field(default_factory=list)
-    workload: Optional[Workload] = None
-    schedulers: Schedulers = Field(default_factory=Schedulers)
+    cluster: Cluster = Field(default_factory=Cluster)         # the nodes
+    queues: list[QueueSpec] = Field(default_factory=list)     # queues besides `default`
+    workload: Optional[Workload] = None                       # gangs arriving over time (none: only `initial`)
+    schedulers: Schedulers = Field(default_factory=Schedulers)  # the scheduler instances
     chaos: list[ChaosEntry] = Field(default_factory=list)
+    # actions and plugin tiers as in a scenario file (default: Volcano's, plus preempt and reclaim,
+    # every enabled* flag on)
     scheduler_conf: Optional[SchedulerConfSpec] = None
-    initial: Initial = Field(default_factory=Initial)
-    measure: Measure = Field(default_factory=Measure)
+    initial: Initial = Field(default_factory=Initial)   # exact starting objects, scenario-file shapes
+    measure: Measure = Field(default_factory=Measure)   # measurement settings
 
     @field_validator("name")
     @classmethod
