@@ -7,7 +7,7 @@ Targets: ``scheduler-<N>`` (one instance), ``leader`` (resolved when the fault s
 from __future__ import annotations
 
 import re
-from typing import Annotated, Optional
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
