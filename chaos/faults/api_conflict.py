@@ -5,19 +5,12 @@ Injector: :class:`chaos.injectors.api.ApiChaos` around the instance's API client
 """
 from __future__ import annotations
 
-from typing import Optional
-
-from pydantic import Field
-
 from chaos.faults.base import Draw, HookFault
-from chaos.faults.fields import WRITE_VERBS, FaultParams, For, Probability, Target, Verbs
+from chaos.faults.fields import ApiParams, Probability
 
 
-class Params(FaultParams):
+class Params(ApiParams):
     probability: Probability
-    target: Target = "all"
-    for_: Optional[For] = Field(None, alias="for")
-    verbs: Verbs = Field(list(WRITE_VERBS), description="the API verbs it acts on (default: the writes)")
 
 
 class ApiConflict(HookFault):
