@@ -18,7 +18,6 @@ class ApiConflict(HookFault):
     doc = "the instance's writes fail with 409 Conflict with a probability"
     order = 90
     Params = Params
-    default_target = "all"
     injector = "api"
     example = {"at": "5s", "for": "20s", "fault": "api-conflict", "probability": 0.2,
                "verbs": ["bind", "bind_many"]}

@@ -20,7 +20,6 @@ class ApiLatency(HookFault):
     doc = "the instance's API calls (writes by default) wait a delay drawn from a distribution"
     order = 80
     Params = Params
-    default_target = "all"
     injector = "api"
     example = {"at": "5s", "for": "20s", "fault": "api-latency", "target": "scheduler-1",
                "delay": {"dist": "uniform", "min": "10ms", "max": "50ms"}}

@@ -7,8 +7,7 @@ instance as ``FAULT``; :mod:`chaos.faults.registry` finds it. The package declar
 * ``name``, ``doc`` (one line), ``order`` (its place in listings and in the reference);
 * ``Params``: a :class:`chaos.faults.fields.FaultParams` model — the keys it takes, their types,
   which are required (no default) and the defaults;
-* ``targets``: the target kinds it accepts (``instance``, ``leader``, ``all``; ``()`` = none),
-  ``default_target`` when ``target`` is optional;
+* ``targets``: the target kinds it accepts (``instance``, ``leader``, ``all``; ``()`` = none);
 * ``windowed``: True = ``start`` at ``at`` and ``end`` after ``for`` (a span in the report);
   False = one ``fire`` at ``at`` (a point marker), plus whatever :meth:`actions` adds;
 * ``injector``: what acts (``watch``, ``api``, ``proxy``, ``process``, ``clock``, ``redis``);
@@ -97,7 +96,6 @@ class FaultPackage:
     order: ClassVar[int]
     Params: ClassVar[type[FaultParams]]
     targets: ClassVar[tuple[str, ...]] = ("instance", "leader", "all")
-    default_target: ClassVar[str | None] = None
     windowed: ClassVar[bool] = True
     injector: ClassVar[str]
     self_driven: ClassVar[bool] = False
@@ -108,6 +106,12 @@ class FaultPackage:
     @property
     def label(self) -> str:
         return self.draw.label
+
+    @property
+    def default_target(self) -> str | None:
+        """The target when the entry gives none (its Params' default), None when it needs one."""
+        info = self.Params.model_fields.get("target")
+        return None if info is None or info.is_required() else info.default
 
     def keys(self) -> dict[str, Any]:
         """The keys it takes (YAML spelling) -> their pydantic FieldInfo, in declaration order."""
