@@ -27,8 +27,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
-from chaos.faults.fields import TARGET_WORDS, FaultParams
-from chaos.targets import Skip
+from chaos.faults.fields import TARGET_WORDS, FaultParams, target_kind
+from chaos.targets import Skip, Targets
 
 __all__ = ["FaultPackage", "HookFault", "Draw", "call", "method", "each", "per_instance",
            "in_thread_if_blocking"]
@@ -51,7 +51,7 @@ async def call(fn: Callable, *args) -> Any:
     return res
 
 
-def method(targets: Any, name: str) -> Callable:
+def method(targets: Targets, name: str) -> Callable:
     """The targets' method ``name``, or :class:`Skip` naming what the driver lacks."""
     fn = getattr(targets, name, None)
     if not callable(fn):
@@ -59,7 +59,7 @@ def method(targets: Any, name: str) -> Callable:
     return fn
 
 
-async def each(targets: Any, names: list[str], getter: str, fn: Callable[[Any], Any]) -> str:
+async def each(targets: Targets, names: list[str], getter: str, fn: Callable[[Any], Any]) -> str:
     """Apply ``fn`` to each instance's injector from ``targets.<getter>(name)`` (watch hooks, API
     chaos, proxy). An instance without one is noted; when none has one the action is skipped."""
     get = method(targets, getter)
@@ -78,7 +78,7 @@ async def each(targets: Any, names: list[str], getter: str, fn: Callable[[Any], 
     return "; ".join(out)
 
 
-async def per_instance(targets: Any, names: list[str], meth: str, *args) -> str:
+async def per_instance(targets: Targets, names: list[str], meth: str, *args) -> str:
     """``targets.<meth>(name, *args)`` for each instance; the detail is what each returned (a str)
     or ``"<meth> <name>"``."""
     fn = method(targets, meth)
@@ -147,7 +147,6 @@ class FaultPackage:
                               f"(it takes {takes})"))
         target = given.get("target")
         if target is not None and "target" in keys:
-            from chaos.faults.fields import target_kind
             if target_kind(target) not in self.targets:
                 out.append(("target", f"fault {self.name} cannot target {target!r} "
                                       f"(it takes {self.target_words()})"))
@@ -168,19 +167,19 @@ class FaultPackage:
             acts.append((fault.end, "end"))
         return acts
 
-    async def act(self, action: str, targets: Any, sf, names: list[str]) -> str:
+    async def act(self, action: str, targets: Targets, sf, names: list[str]) -> str:
         fn = getattr(self, action, None) if action in ("start", "end", "fire", "restart") else None
         if fn is None:
             raise Skip(f"fault {self.name} has no {action}")
         return await fn(targets, sf, names)
 
-    async def start(self, targets: Any, sf, names: list[str]) -> str:
+    async def start(self, targets: Targets, sf, names: list[str]) -> str:
         raise Skip(f"fault {self.name} has no start")
 
-    async def end(self, targets: Any, sf, names: list[str]) -> str:
+    async def end(self, targets: Targets, sf, names: list[str]) -> str:
         raise Skip(f"fault {self.name} has no end")
 
-    async def fire(self, targets: Any, sf, names: list[str]) -> str:
+    async def fire(self, targets: Targets, sf, names: list[str]) -> str:
         raise Skip(f"fault {self.name} has no fire")
 
     def __repr__(self) -> str:
@@ -201,8 +200,8 @@ class HookFault(FaultPackage):
     from the schedule themselves."""
     self_driven = True
 
-    async def start(self, targets: Any, sf, names: list[str]) -> str:
+    async def start(self, targets: Targets, sf, names: list[str]) -> str:
         return await each(targets, names, self.injector, lambda h: h.activate(sf))
 
-    async def end(self, targets: Any, sf, names: list[str]) -> str:
+    async def end(self, targets: Targets, sf, names: list[str]) -> str:
         return await each(targets, names, self.injector, lambda h: h.deactivate(sf.index))
