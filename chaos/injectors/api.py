@@ -22,11 +22,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from chaos.schedule import Schedule, ScheduledFault
+from chaos.faults import API_FAULTS, VERBS
+from chaos.schedule import ScheduledFault
 
-__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "instance_api_chaos", "API_FAULTS"]
-
-API_FAULTS = frozenset({"api-latency", "api-conflict"})
+__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "API_FAULTS"]
 
 
 @dataclass
@@ -121,8 +120,7 @@ def _survivors(items: list, lose: list[bool], kw: dict) -> tuple[list, dict]:
     return send, kw
 
 
-_VERBS = frozenset({"create", "get", "list", "update", "update_status", "patch_annotations", "bind",
-                    "bind_many", "delete", "evict", "watch"})
+_VERBS = frozenset(VERBS)
 
 
 class ChaosApiClient:
@@ -180,7 +178,3 @@ class AsyncChaosApiClient(ChaosApiClient):
             return await attr(*args, **kw)
         call.__name__ = name
         return call
-
-
-def instance_api_chaos(schedule: Schedule, instance: str, *, epoch: float | None = None) -> ApiChaos:
-    return ApiChaos(instance, schedule.for_instance(instance), epoch=epoch)
