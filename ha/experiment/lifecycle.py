@@ -247,10 +247,8 @@ class LiveLifecycle:
             self.proxies[n] = ThreadedRedisProxy(self.redis_url, name=n, loop_thread=self.loop_thread).start()
 
     def chaos_instance_options(self, name: str) -> dict[str, Any]:
-        import functools
-        from chaos.faults import WATCH_FAULTS
-        from chaos.injectors.api import API_FAULTS
-        from chaos.injectors.watch import INFORMER_KINDS, WatchChaosHook
+        from chaos.faults import API_FAULTS, WATCH_FAULTS
+        from chaos.injectors.watch import hook_factories
         sched = self.chaos_schedule()
         mine = sched.for_instance(name)
         leader = [sf for sf in sched if sf.targets == ("leader",)]
@@ -263,17 +261,15 @@ class LiveLifecycle:
         if faults:
             kw["chaos_faults"] = faults
         if any(sf.name in WATCH_FAULTS for sf in list(mine) + leader):
-            watch = [sf for sf in mine if sf.is_watch]
             # factories: every incarnation gets fresh hooks (built inside the actor)
             opts = dict(self.instance_options.get("informer_options") or {})
-            opts["hook_factories"] = {k: functools.partial(WatchChaosHook, name, k, watch)
-                                      for k in INFORMER_KINDS}
+            opts["hook_factories"] = hook_factories(sched, name)
             kw["informer_options"] = opts
         return kw
 
     def start_nemesis(self) -> None:
         import ray
-        from chaos.faults import WATCH_FAULTS
+        from chaos.faults import SELF_DRIVEN
         from chaos.nemesis import Nemesis
         from ha.experiment.live_targets import LiveTargets
         sched = self.chaos_schedule()
@@ -284,7 +280,7 @@ class LiveLifecycle:
         live = [sf for sf in sched if sf.at < until]
         sched_run = type(sched)(sched.seed, sched.instances, live)
         self.nemesis = Nemesis(sched_run, LiveTargets(self),
-                               self_driven=set(WATCH_FAULTS) | {"api-latency", "api-conflict"})
+                               self_driven=SELF_DRIVEN)
         self.nemesis.t0 = self.t0_mono
 
     def fire_due(self) -> None:

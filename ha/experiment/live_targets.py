@@ -1,4 +1,4 @@
-"""The live engine's side of the nemesis: what a fault acts on when the parts are real processes.
+"""The live engine's side of the nemesis (``chaos.targets.Targets``): what a fault acts on when the parts are real processes.
 
 ``LiveTargets`` implements ``chaos.targets.Targets`` over the run's Ray actors and processes:
 kill (``ray.kill``), pause / resume (SIGSTOP / SIGCONT to the actor's PID), restart (a new actor
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 def skip(reason: str) -> Exception:
     """The nemesis' "skipped, with the reason" (not a failure)."""
-    from chaos.nemesis import _Skip
-    return _Skip(reason)
+    from chaos.targets import Skip
+    return Skip(reason)
 
 
 class RemoteHooks:

@@ -303,15 +303,15 @@ async def test_stop_ends_open_windows_through_their_package():
 # --------------------------------------------------------------------------- the live targets
 
 def test_runner_targets_implement_the_protocol():
-    """ha.experiment.runner.RunnerTargets has every Targets method with the protocol's arguments,
-    async where the protocol says async (proxy and redis_restart are plain)."""
-    from ha.experiment import runner
-    impl = runner.RunnerTargets
+    """The live engine's targets (ha.experiment.live_targets.LiveTargets) have every Targets
+    method with the protocol's arguments, async where the protocol says async (proxy and
+    redis_restart are plain)."""
+    from ha.experiment.live_targets import LiveTargets as impl
     for name, proto in inspect.getmembers(Targets, inspect.isfunction):
         if name.startswith("_"):
             continue
         got = getattr(impl, name, None)
-        assert callable(got), f"RunnerTargets lacks {name}()"
+        assert callable(got), f"LiveTargets lacks {name}()"
         assert list(inspect.signature(got).parameters) == list(inspect.signature(proto).parameters), name
         assert inspect.iscoroutinefunction(got) == inspect.iscoroutinefunction(proto), name
 
