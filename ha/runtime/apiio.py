@@ -2,7 +2,7 @@
 StatusUpdater and PodGetter (``ha.scheduler.interfaces``) on the API server, plus the bookkeeping the
 testbed needs — every decision recorded, 409s counted, optional lease fencing, and a dry-run mode.
 
-The requests themselves are ``cluster_state.scheduler_io.ApiServerIO`` (Volcano's shapes).
+The requests themselves are ``ha.runtime.scheduler_io.ApiServerIO`` (Volcano's shapes).
 Why synchronous calls (a blocking ``ApiClient`` on the actor's event loop): the cache calls its
 binder synchronously and wants the per-task errors back (``Cache.Bind`` → resyncTask), and the
 cache must not be touched from two threads. One ``bind_many`` Lua call per batch costs about a
@@ -60,7 +60,7 @@ class InstanceIO:
                  context: Callable[[], tuple[int, bool]], dry_run: Callable[[], bool] = lambda: False,
                  fence: Callable[[], Any] | None = None, fencing: bool = False,
                  on_first_bind: Callable[[], None] | None = None, scheduler_name: str = "volcano"):
-        from cluster_state.scheduler_io import ApiServerIO
+        from ha.runtime.scheduler_io import ApiServerIO
         self.api = api
         # the Volcano-shaped requests (uid/RV preconditions, evictor conditions) are the informer
         # engineer's ApiServerIO; this class adds decisions, counters, dry run and fencing
