@@ -83,6 +83,10 @@ class InstanceConfig:
     # wrap the synchronous ApiClient in chaos.retry.RetryingApiClient: writes retry across a
     # partition / redis-restart instead of failing (0 = off)
     retry_outages_s: float = 0.0
+    # the run's API server configuration (cluster_state.apiserver.ApiServerConfig); None: derived
+    # from profile + switches (ha.runtime.apiserver.for_profile), so the switch clear_nnn_on_binding
+    # reaches this instance's binder
+    api_server: Any = None
     log_flush_s: float = 0.2            # delivery log flushed this often (a kill loses at most this)
     stop_timeout_s: float = 20.0        # stop() gives up waiting on stuck tasks after this
 
@@ -105,6 +109,10 @@ class InstanceConfig:
                                     namespace=self.lease_namespace, lease_duration=self.lease_duration,
                                     renew_deadline=self.lease_renew_deadline,
                                     retry_period=self.lease_retry)
+
+    def api_server_config(self):
+        from ha.runtime.apiserver import for_profile
+        return self.api_server if self.api_server is not None else for_profile(self.profile, self.switches)
 
     @property
     def elected(self) -> bool:
@@ -342,16 +350,15 @@ class SchedulerInstance:
     async def start(self) -> None:
         if self._started:
             return
-        from cluster_state.aio import AsyncApiClient
-        from cluster_state.client import ApiClient
         self._started = True
         self._stopping = False
         self._restart_lock = asyncio.Lock()
         self._loop = asyncio.get_running_loop()
         self._session_exec = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.cfg.name}-session")
         self.started_at = time.time()
-        self._aapi = AsyncApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix)
-        self._sapi = self._wrap_sync_api(ApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix))
+        server = self.cfg.api_server_config()
+        self._aapi = server.async_client(self.cfg.redis_url, self.cfg.prefix)
+        self._sapi = self._wrap_sync_api(server.sync_client(self.cfg.redis_url, self.cfg.prefix))
         await self._boot()
 
     def _wrap_sync_api(self, api):
