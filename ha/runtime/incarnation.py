@@ -108,6 +108,7 @@ class Incarnation:
         self.cfg, self.env = cfg, env
         self.name = cfg.name
         self.closed = False
+        self._closing: asyncio.Future | None = None
         self.tasks = OwnedTasks(f"{cfg.name}#{number}")
         self.elector: LeaderElector | None = None
         self.io = InstanceIO(owner.sapi, instance=cfg.name, record=owner.decisions_log.record,
@@ -181,10 +182,15 @@ class Incarnation:
         """End this life: its tasks (the campaign abandons or releases its lease as the owner
         decided), the session in flight (a thread cannot be cancelled: bounded wait), the bind
         worker after its batch in flight, the informers, the delivery log. Past the bounds, what
-        is stuck is left behind (daemon threads working on this dropped cache)."""
-        if self.closed:
-            return
-        self.closed = True
+        is stuck is left behind (daemon threads working on this dropped cache). Idempotent: a
+        second caller (stop() while a restart is closing this life) waits for the same close,
+        which a cancelled caller does not interrupt."""
+        if self._closing is None:
+            self.closed = True
+            self._closing = asyncio.ensure_future(self._close(timeout))
+        await asyncio.shield(self._closing)
+
+    async def _close(self, timeout: float) -> None:
         name = self.name
         stuck = await self.tasks.close(timeout)
         if stuck:

@@ -65,7 +65,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import uuid
 import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -217,7 +216,7 @@ class SchedulerInstance:
             "instance" if self.env.own_process else "default")
         self.rng = random.Random(f"{config.seed}:{config.name}")
         self.scheduler_conf = _resolve_conf(config.scheduler_conf)
-        self.generation = uuid.uuid4().hex[:12]   # this process life (a Ray restart: a new one)
+        self.generation = self.env.new_id()   # this process life (a Ray restart: a new one)
         self.aapi = None             # AsyncApiClient (informers, elector)
         self.sapi = None             # ApiClient (the cache's synchronous IO), chaos/retry-wrapped
         self.inc: Incarnation | None = None
@@ -284,6 +283,10 @@ class SchedulerInstance:
     @property
     def elector(self):
         return self.inc.elector if self.inc is not None else None
+
+    @property
+    def clock(self):
+        return self.env.clock
 
     @property
     def api_chaos(self):
