@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 

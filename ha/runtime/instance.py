@@ -73,7 +73,7 @@ from ha.errors import BadInput
 from ha.runtime.chaos_port import ChaosPort
 from ha.runtime.election import LeaderElectionConfig
 from ha.runtime.environment import LiveEnvironment
-from ha.runtime.incarnation import _FreshStamp, _Samples, Incarnation, percentiles
+from ha.runtime.incarnation import _Samples, Incarnation, percentiles
 from ha.runtime.tasks import OwnedTasks, cancel_and_wait
 from ha.scheduler.wiring import KINDS
 
@@ -604,9 +604,6 @@ class SchedulerInstance:
 
     async def chaos_expire_now(self, kinds: list | None = None) -> dict:
         return await self.chaos.expire_now(kinds)
-
-    async def chaos_stats_now(self) -> dict:
-        return self.chaos.stats()
 
     # ============================================================================ control
     async def set_clock_rate(self, rate: float) -> None:
