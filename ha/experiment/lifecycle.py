@@ -53,6 +53,7 @@ class InstanceSlot:
     last_stats: dict[str, Any] = field(default_factory=dict)
     carried: dict[str, int] = field(default_factory=dict)   # counters of earlier lives
     ended_alive: bool = False
+    placement: dict[str, Any] = field(default_factory=dict)  # node_id, host, pid of this life
 
     def total(self, key: str) -> int:
         return int(self.last_stats.get(key) or 0) + int(self.carried.get(key, 0))
@@ -88,6 +89,9 @@ class LiveLifecycle:
         self.cluster_stats: dict[str, Any] | None = None
         self.object_counts: dict[str, int] = {}
         self.recorder: Recorder | None = None
+        from ha.runtime.apiserver import api_server_config
+        # one API-server configuration for every client of the run (instances, cluster, driver)
+        self.api_server = api_server_config(exp)
         self.api = None              # the driver's sync API client (truth export, lease, RV)
         # chaos plumbing: schedule, proxies + their loop thread, nemesis
         self.schedule = None
@@ -126,8 +130,7 @@ class LiveLifecycle:
         self.api = self.new_api()
 
     def new_api(self):
-        from cluster_state.client import ApiClient
-        return ApiClient.from_url(self.redis_url, prefix=self.prefix)
+        return self.api_server.sync_client(self.redis_url, self.prefix)
 
     def create_cluster_objects(self) -> None:
         from cluster_state.errors import ApiError
@@ -160,6 +163,7 @@ class LiveLifecycle:
                   profile=self.exp.profile, switches=dict(self.exp.switches),
                   scheduler_conf=self.exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,
                   seed=self.exp.seed * 1000 + int(name.rsplit("-", 1)[1]),
+                  api_server=self.api_server,
                   # local Ray: the instance writes <out>/delivery/<name>.log in place (a killed
                   # instance's log survives it); on a cluster it keeps the log on its own node and
                   # the driver ships it back at the end (collect_delivery_logs)
@@ -180,7 +184,7 @@ class LiveLifecycle:
                                                 queues=queues or ["default"],
                                                 scheduler_name=self.exp.schedulers.scheduler_name)
         return ClusterConfig(redis_url=self.redis_url, prefix=self.prefix, seed=self.exp.seed,
-                             workload=wl,
+                             workload=wl, api_server=self.api_server,
                              retry_outages_s=60.0 if self.has_fault("redis-restart") else 0.0)
 
     def start_parts(self, recorder: Recorder) -> None:
@@ -211,9 +215,13 @@ class LiveLifecycle:
         return create_instance_actor(slot.config, max_restarts=0, namespace=f"ha-testbed-{self.run_id}")
 
     def note_started(self, slot: InstanceSlot, event: str) -> None:
+        """Where the instance runs (its Ray node and host) goes into the history with its life."""
         import ray
-        slot.pid = ray.get(slot.actor.pid.remote(), timeout=30)
-        self.record_life(self.now(), slot.name, event, pid=slot.pid)
+        where = ray.get(slot.actor.placement.remote(), timeout=30)
+        slot.pid = where.get("pid")
+        slot.placement = where
+        self.record_life(self.now(), slot.name, event, pid=slot.pid, node_id=where.get("node_id"),
+                         host=where.get("host"))
 
     def record_life(self, t: float, name: str, event: str, **info: Any) -> None:
         slot = self.slots[name]
@@ -384,27 +392,38 @@ class LiveLifecycle:
             except Exception:  # noqa: BLE001
                 self.cluster_stats = None
         return {"instances": {n: {**s.last_stats, "carried": s.carried, "generation": s.generation,
-                                  "ended_alive": s.ended_alive} for n, s in self.slots.items()},
+                                  "ended_alive": s.ended_alive, "placement": s.placement}
+                              for n, s in self.slots.items()},
                 "cluster": self.cluster_stats}
 
     def collect_delivery_logs(self) -> None:
-        """Each instance's delivery log, shipped back through Ray (the instance's node need not
-        share a disk with the driver)."""
+        """Each instance's delivery log (every incarnation's part), shipped back through Ray in
+        chunks: on a cluster the instance's node shares no disk with the driver. A local run's
+        instances write theirs in place (a killed instance's log survives it)."""
         import ray
         if self.ray_address is None:
-            return      # written in place
+            return
         dest = self.out / "delivery"
         dest.mkdir(parents=True, exist_ok=True)
+        chunk = 8 << 20
         for slot in self.slots.values():
             if not slot.alive or slot.actor is None:
                 continue
             try:
-                blob = ray.get(slot.actor.delivery_log.remote(), timeout=60)
-            except Exception as e:  # noqa: BLE001 — gone: its log is what it flushed before
+                parts = ray.get(slot.actor.delivery_log_parts.remote(), timeout=30)
+                for fname in parts:
+                    mid = fname[len(slot.name) + 1:-4]
+                    part = int(mid) if mid.isdigit() else None
+                    with open(dest / fname, "wb") as f:
+                        off = 0
+                        while True:
+                            blob = ray.get(slot.actor.delivery_log.remote(off, chunk, part), timeout=60)
+                            if not blob:
+                                break
+                            f.write(blob)
+                            off += len(blob)
+            except Exception as e:  # noqa: BLE001 — gone: its log is lost with its node
                 log.info("delivery log of %s: %s", slot.name, e)
-                continue
-            if blob:
-                (dest / f"{slot.name}.log").write_bytes(blob)
 
     def final_api_state(self) -> dict[str, Any] | None:
         """Every object the API server holds at the end (for the consistency checker), and its RV."""

@@ -167,6 +167,7 @@ class ExperimentRunner:
                 "experiment": self.exp.resolved(), "switches": self._switches(),
                 "instances": self.exp.instance_names(), "measure_every_s": self.exp.measure.every,
                 "duration_s": self.exp.duration, "code": code_version(), "source": self.source,
+                "api_server": self.life.api_server.to_dict(),
                 "run_id": self.life.run_id, "started_at": self.started_at}
 
     def _drive(self) -> None:
@@ -222,6 +223,7 @@ class ExperimentRunner:
             "experiment": self.exp.resolved(),
             "scheduler_conf": conf,
             "switches": self._switches(),
+            "api_server": life.api_server.to_dict(),
             "run": {"source": self.source, "run_id": life.run_id, "prefix": life.prefix,
                     "started_at": self.started_at, "finished_at": time.time(),
                     "elapsed_s": round(elapsed, 3), "ticks": self.driver.ticks if self.driver else 0,
