@@ -36,7 +36,7 @@ __all__ = [
     "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
     "ResourceDrift", "Staleness", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
-    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS",
+    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
 ]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -419,6 +419,24 @@ class PodEvent:
     pod: str                   # "ns/name"
     uid: str | None = None
     node: str | None = None    # nominated or bound node
+
+
+def pod_events_of(old: Mapping[str, Any] | None, new: Mapping[str, Any], t: float) -> list[PodEvent]:
+    """The PodEvents one pod update makes: ``nominated`` (a new status.nominatedNodeName on an
+    unbound pod) and ``bound`` (spec.nodeName set)."""
+    out: list[PodEvent] = []
+    md = new.get("metadata") or {}
+    key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
+    uid = md.get("uid")
+    o_nnn = ((old or {}).get("status") or {}).get("nominatedNodeName") or ""
+    n_nnn = (new.get("status") or {}).get("nominatedNodeName") or ""
+    o_node = ((old or {}).get("spec") or {}).get("nodeName") or ""
+    n_node = (new.get("spec") or {}).get("nodeName") or ""
+    if n_nnn and n_nnn != o_nnn and not n_node:
+        out.append(PodEvent(t, "nominated", key, uid, n_nnn))
+    if n_node and not o_node:
+        out.append(PodEvent(t, "bound", key, uid, n_node))
+    return out
 
 
 @dataclass
