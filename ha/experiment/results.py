@@ -54,9 +54,13 @@ METRIC_NAMES = ("cache_divergence", "pairwise_drift", "resource_drift", "stalene
 def task_status_counts(tasks: Mapping[str, Any]) -> dict[str, int]:
     """``{"PENDING": n, ...}`` from a digest's ``tasks`` ({uid: [status, node]})."""
     out = {s: 0 for s in TASK_STATUSES}
-    for entry in tasks.values():
-        name = status_name(entry[0] if isinstance(entry, (list, tuple)) else entry)
-        out[name if name in out else "UNKNOWN"] += 1
+    raw: dict[Any, int] = {}
+    for entry in tasks.values():     # count raw spellings first: status_name once per spelling
+        k = entry[0] if isinstance(entry, (list, tuple)) else entry
+        raw[k] = raw.get(k, 0) + 1
+    for k, n in raw.items():
+        name = status_name(k)
+        out[name if name in out else "UNKNOWN"] += n
     return out
 
 
