@@ -144,7 +144,7 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
         if cap <= 0:
             continue
         total = 0.0
-        for name in inst_nodes.keys() | ref_nodes.keys():
+        for name in sorted(inst_nodes.keys() | ref_nodes.keys()):   # sorted: a float sum's order
             a = inst_nodes.get(name) or {}
             r = ref_nodes.get(name) or {}
             if a == r:

@@ -22,7 +22,7 @@ from ha.experiment.oracles import (CacheDivergence, PodEvent, ResourceDrift, Tru
                                    pod_events_of)
 
 __all__ = ["EventFold", "Step", "steps", "reference_pass", "ReferencePass", "key_of", "tick_rvs",
-           "per_alive", "truth_pass", "truth_absent",
+           "per_alive", "truth_pass", "truth_absent", "ReferenceDigest",
            "DIVERGENCE_EXAMPLES"]
 
 DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
@@ -73,6 +73,7 @@ class EventFold:
             self.handlers = {k: CacheReplayHandler(cache, k, self.handler_errors) for k in _KINDS}
         self.truth = Truth(pods=self.store["Pod"], nodes=self.store["Node"], pod_groups=self.store["PodGroup"])
         self.nodes_changed = True
+        self.listener = None       # on_event(kind, type, old, new) after the cache applied it
 
     def advance(self, rv: int | None, t: float = 0.0) -> list[PodEvent]:
         """Apply every event with RV <= ``rv``; returns the pod events they make."""
@@ -101,11 +102,15 @@ class EventFold:
                         h.on_update(old, obj)
                 if kind == "Pod":
                     out.extend(pod_events_of(old, obj, et))
+                if self.listener is not None:
+                    self.listener(kind, typ, old, obj)
             elif typ == "DELETED":
                 old = store.pop(k, None)
                 self.deleted.setdefault(kind, {})[k] = int(e["rv"])
                 if h is not None:
                     h.on_delete(old if old is not None else obj)
+                if self.listener is not None:
+                    self.listener(kind, typ, old, obj)
                 if kind == "Pod":
                     out.append(PodEvent(et, "deleted", k, (obj.get("metadata") or {}).get("uid")))
         return out
@@ -151,6 +156,86 @@ def steps(h, *, cache=None) -> Iterator[Step]:
         yield Step(i, tk, t, fold.truth, evs, by_tick[i])
 
 
+class ReferenceDigest:
+    """The reference cache's digest, kept up to date incrementally: after pod events only the
+    touched tasks and the nodes they were or are on are re-read from the cache; any other event
+    that may move tasks (a Node, Queue or PriorityClass event, a PodGroup deletion) takes a full
+    ``cache.digest()``. Equal to ``cache.digest()`` at every step (tests/experiment/
+    test_reference_digest.py checks it on random histories); every returned digest is a new
+    snapshot, never changed afterwards."""
+
+    _SAFE = {("PodGroup", "ADDED"), ("PodGroup", "MODIFIED")}
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.tasks: dict[str, Any] | None = None
+        self.nodes: dict[str, Any] | None = None
+        self._full = True
+        self._pods: list[tuple[dict | None, dict | None]] = []
+
+    def on_event(self, kind, typ, old, new) -> None:
+        if kind == "Pod":
+            self._pods.append((old, new))
+        elif (kind, typ) not in self._SAFE:
+            self._full = True
+
+    def digest(self) -> dict[str, dict]:
+        if self._full or self.tasks is None:
+            d = self.cache.digest()
+            self.tasks, self.nodes = d["tasks"], d["nodes"]
+            self._full, self._pods = False, []
+        elif self._pods:
+            self._apply()
+        return {"tasks": self.tasks, "nodes": self.nodes}
+
+    def _apply(self) -> None:
+        cache = self.cache
+        tasks, nodes = dict(self.tasks), dict(self.nodes)
+        touched: dict[str, tuple[str, str, str, set[str]]] = {}
+        for pair in self._pods:
+            for obj in pair:
+                if obj is None:
+                    continue
+                md = obj.get("metadata") or {}
+                ns, name = md.get("namespace", ""), md.get("name", "")
+                gn = (md.get("annotations") or {}).get("scheduling.k8s.io/group-name")
+                uid = md.get("uid") or f"{ns}-{name}"
+                job_id = f"{ns}/{gn}" if gn else ""
+                _, _, _, near = touched.setdefault(uid, (job_id, ns, name, set()))
+                for n in ((obj.get("spec") or {}).get("nodeName"), (obj.get("status") or {}).get("nominatedNodeName")):
+                    if n:
+                        near.add(n)
+        self._pods = []
+        affected: set[str] = set()
+        for uid, (job_id, ns, name, near) in touched.items():
+            prev = tasks.get(uid)
+            if prev is not None and len(prev) > 1 and prev[1]:
+                near.add(prev[1])
+            job = cache.jobs.get(job_id)
+            t = job.tasks.get(uid) if job is not None else None
+            if t is None:
+                for n in sorted(near):
+                    ni = cache.nodes.get(n)
+                    cand = ni.tasks.get(f"{ns}/{name}") if ni is not None else None
+                    if cand is not None and cand.uid == uid:
+                        t = cand
+                        break
+            if t is None:
+                tasks.pop(uid, None)
+            else:
+                tasks[uid] = [str(t.status), t.node_name]
+                if t.node_name:
+                    near.add(t.node_name)
+            affected |= near
+        for n in affected:
+            ni = cache.nodes.get(n)
+            if ni is None:
+                nodes.pop(n, None)
+            else:
+                nodes[n] = ni.to_dict()
+        self.tasks, self.nodes = tasks, nodes
+
+
 # -------------------------------------------------------------------------- the reference
 
 
@@ -193,16 +278,13 @@ def reference_pass(h) -> ReferencePass:
         return rp
     cache = _build_cache(h)
     fold = EventFold(_events_sorted(h), cache=cache)
+    ref = ReferenceDigest(cache)
+    fold.listener = ref.on_event
     capacity: dict[str, float] = {}
-    last_digest: tuple[int, dict] | None = None
 
     def digest_at(rv):
-        nonlocal last_digest
         fold.advance(rv)
-        if last_digest is None or last_digest[0] != fold.i:
-            d = cache.digest()
-            last_digest = (fold.i, {"tasks": d["tasks"], "nodes": d["nodes"]})
-        return last_digest[1]
+        return ref.digest()
 
     rvs = tick_rvs(h)
     for (tk, states), rv_after in zip(h.digests(), rvs):
