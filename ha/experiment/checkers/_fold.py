@@ -278,13 +278,13 @@ def reference_pass(h) -> ReferencePass:
         return rp
     cache = _build_cache(h)
     fold = EventFold(_events_sorted(h), cache=cache)
-    ref = ReferenceDigest(cache)
-    fold.listener = ref.on_event
+    incremental = ReferenceDigest(cache)
+    fold.listener = incremental.on_event
     capacity: dict[str, float] = {}
 
     def digest_at(rv):
         fold.advance(rv)
-        return ref.digest()
+        return incremental.digest()
 
     rvs = tick_rvs(h)
     for (tk, states), rv_after in zip(h.digests(), rvs):
