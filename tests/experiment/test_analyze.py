@@ -126,3 +126,29 @@ def test_cli_analyze_json_and_bad_folders(tmp_path):
     assert res.exit_code == 2 and "no recorded history" in res.output
     res = runner.invoke(app, ["report", str(out)])
     assert res.exit_code == 0 and (out / "report.md").exists()
+
+
+def test_analyze_is_byte_identical_across_processes_and_hash_seeds(tmp_path):
+    import os
+    import subprocess
+    import sys
+    out = results_folder(tmp_path / "run")
+    got = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", "import sys; from ha.experiment.analyze import analyze; "
+                        "analyze(sys.argv[1], report=False)", str(out)], check=True, env=env)
+        got.append([(out / f).read_bytes() for f in ("metrics.json", "timeseries.csv", "divergence.jsonl")])
+    assert got[0] == got[1]
+
+
+def test_compare_shows_analyzed_runs_with_their_extensions(tmp_path):
+    from ha.experiment.compare import compare_table
+    a = results_folder(tmp_path / "a")
+    analyze(a, report=False)
+    b = results_folder(tmp_path / "b")
+    analyze(b, report=False)
+    t = compare_table([read_results(a), read_results(b)])
+    assert t["metrics"]["cache_divergence"] == [2, 2]
+    assert t["metrics"]["leader_changes"] == [0, 0] and t["metrics"]["api_consistency"] == [True, True]
+    assert t["metrics"]["failover_recovery_s"] == [None, None]
