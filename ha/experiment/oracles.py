@@ -1,17 +1,21 @@
-"""Oracles: each DESIGN.md metric as a small class over observations (pure: no Redis, no Ray).
+"""Oracles: each DESIGN.md metric's rule as a small class over observations (pure: no Redis, no
+Ray). The checkers (:mod:`ha.experiment.checkers`, one module per metric) feed them from the
+recorded history; this module holds the rules, the checkers decide what to feed them.
 
-The runner feeds them, every ``measure.every``:
+Observations:
 
 * instance digests (``{"tasks": {uid: [status, node]}, "nodes": {name: {idle, used, releasing,
-  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile, built from
-  the API server's own event stream: :mod:`ha.experiment.reference`);
-* the API server's truth: pods, nodes and pod groups as the reference informers hold them, and the
-  pod events they saw (nominations, binds, deletions) in order;
-* the instances' decision records (``decisions(since)``: op bind/evict/pipeline/status, with
-  session, pod, node, ok, dry_run).
+  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile: the replay
+  of the API server's own event stream);
+* the API server's truth: pods, nodes and pod groups, and the pod events (nominations, binds,
+  deletions) in order;
+* the instances' decision records (op bind/evict/pipeline/status, with session, pod, node, ok,
+  dry_run).
 
-Each oracle's ``summary()`` returns the value written under its DESIGN.md name in metrics.json, or
-None when it could not be computed (then the metric is absent, with a reason; never a zero).
+Each oracle's ``summary()`` is the value written under its DESIGN.md name in metrics.json, or None
+when it could not be computed (then the metric is absent, with a reason; never a zero).
+:class:`Oracles` drives them all from a live run's samples (the runner's in-process path until it
+records a history; then it goes).
 
 Definitions used (DESIGN.md "Metrics", made precise here):
 
@@ -34,7 +38,7 @@ from typing import Any, Iterable, Mapping
 __all__ = [
     "status_name", "task_diff", "resource_drift_fraction", "cluster_capacity", "pod_requests",
     "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
-    "ResourceDrift", "Staleness", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
+    "ResourceDrift", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
     "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
 ]
@@ -319,28 +323,6 @@ class ResourceDrift(InstanceSeries):
         v = resource_drift_fraction(nodes, reference_nodes, capacity, ref_before=reference_before)
         self.add(instance, v)
         return v
-
-
-class Staleness:
-    """staleness_ms: per instance, the informers' write→applied percentiles (the instance's own
-    ``stats()["staleness_ms"]`` = {p50, p99, max, n}); the latest report per instance wins, and a
-    killed instance's last report is kept."""
-
-    def __init__(self) -> None:
-        self.per: dict[str, dict[str, Any]] = {}
-
-    def observe(self, instance: str, stats: Mapping[str, Any] | None) -> None:
-        st = (stats or {}).get("staleness_ms")
-        if isinstance(st, Mapping) and st.get("n"):
-            self.per[instance] = dict(st)
-
-    def summary(self) -> dict[str, Any] | None:
-        if not self.per:
-            return None
-        return {"p50": max(v["p50"] for v in self.per.values()),
-                "p99": max(v["p99"] for v in self.per.values()),
-                "max": max(v["max"] for v in self.per.values()),
-                "instances": dict(sorted(self.per.items()))}
 
 
 class OvercommitViolations:
@@ -806,7 +788,6 @@ class Oracles:
     def __init__(self) -> None:
         self.divergence = CacheDivergence()
         self.resource = ResourceDrift()
-        self.staleness = Staleness()
         self.overcommit = OvercommitViolations()
         self.allocation = AllocationDrift()
         self.wasted = WastedEvictions()
@@ -850,7 +831,6 @@ class Oracles:
                 row["cache_divergence_persistent"] = self.divergence.last_persistent.get(name, 0)
                 self.last_divergence[name] = row["cache_divergence"]
                 worst = row["cache_divergence"] if worst is None else max(worst, row["cache_divergence"])
-            self.staleness.observe(name, stats.get(name))
             row.update({"overcommit_nodes": over, "allocation_drift": self.allocation.count,
                         "wasted_evictions": self.wasted.summary(final=False)["count"],
                         "cyclic_evictions": self.cyclic.count, "partial_gang_binds": self.gangs.count})
@@ -864,14 +844,13 @@ class Oracles:
         out: dict[str, Any] = {}
         absent: dict[str, str] = {}
         if self.ticks == 0:
-            for n in ("cache_divergence", "resource_drift", "staleness_ms", "allocation_drift",
+            for n in ("cache_divergence", "resource_drift", "allocation_drift",
                       "wasted_evictions", "cyclic_evictions", "overcommit_violations", "partial_gang_binds"):
                 absent[n] = "no measurement tick with the reference cache"
             return out, absent
         for name, v, why in (
                 ("cache_divergence", self.divergence.summary(), "no instance with a synced cache was sampled"),
                 ("resource_drift", self.resource.summary(), "no cluster capacity (no nodes) or no synced instance"),
-                ("staleness_ms", self.staleness.summary(), "no informer staleness samples (no write-time stamps)"),
                 ("overcommit_violations", self.overcommit.summary(), "no tick"),
                 ("allocation_drift", self.allocation.summary(), ""),
                 ("wasted_evictions", self.wasted.summary(final=True), ""),
