@@ -33,7 +33,7 @@ import msgpack
 
 from ha.errors import BadInput
 
-__all__ = ["HISTORY_DIR", "COUNTERS", "HistoryWriter", "History", "fold_delta"]
+__all__ = ["HISTORY_DIR", "COUNTERS", "HistoryWriter", "History", "fold_delta", "api_state"]
 
 HISTORY_DIR = "history"
 
@@ -150,10 +150,13 @@ class HistoryWriter:
             w(self._packer.pack({"rv": int(e["rv"]), "type": e["type"], "kind": e["kind"],
                                  "object": e["object"]}))
 
-    def decisions(self, decisions: Iterable[Mapping[str, Any]]) -> None:
-        """Decision records (``t`` in run seconds) carrying ``instance`` and ``generation``."""
+    def decisions(self, decisions: Iterable[Mapping[str, Any]], *, t0_wall: float | None = None) -> None:
+        """Decision records carrying ``instance`` and ``generation``; ``t`` in run seconds — or,
+        with ``t0_wall`` (the run's start, Unix seconds), converted from the instance's wall time."""
         f = self._files["decisions"]
         for d in decisions:
+            if t0_wall is not None and d.get("t") is not None:
+                d = {**d, "t": round(float(d["t"]) - t0_wall, 6)}
             f.write(_dumps(d) + "\n")
 
     def staleness(self, t: float, instance: str, generation: int, samples: Iterable[float]) -> None:
@@ -205,6 +208,20 @@ class HistoryWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def api_state(lists: Mapping[str, Iterable[Mapping[str, Any]]], rv: int, **extra: Any) -> dict[str, Any]:
+    """final.json's ``api_state`` from a list per kind taken at ``rv``: ``{"rv", "kinds": {kind:
+    {"ns/name" or name: resourceVersion}}}`` (the API-consistency check's input)."""
+    kinds: dict[str, dict[str, int]] = {}
+    for kind in sorted(lists):
+        per: dict[str, int] = {}
+        for o in lists[kind]:
+            md = o.get("metadata") or {}
+            key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
+            per[key] = int(md.get("resourceVersion") or 0)
+        kinds[kind] = dict(sorted(per.items()))
+    return {"rv": int(rv), "kinds": kinds, **extra}
 
 
 # ------------------------------------------------------------------------------------- reader
