@@ -146,7 +146,8 @@ def analyze(out_dir: str | os.PathLike, *, extra_checkers: Iterable[str | os.Pat
                     "reference_handler_errors": rp.handler_errors,
                     "divergence_t": [list(x) for x in rp.divergence_t[-2000:]]})
     doc["oracles"] = oracles
-    doc["history"] = {"ticks": len(h.ticks()), "events": len(h.events()), "decisions": len(h.decisions()),
+    doc["history"] = {"ticks": len(h.ticks()), "elapsed_s": round(h.duration(), 3), "events": len(h.events()),
+                      "decisions": len(h.decisions()), "final": h.final is not None,
                       "skipped": dict(sorted(h.skipped.items())), "warnings": list(h.warnings),
                       "checkers": [c.name for c in checkers]}
     write_json(out / "metrics.json", doc)
