@@ -44,7 +44,7 @@ def test_analyze_writes_summary_timeseries_divergence_and_report(tmp_path):
     assert s["cache_divergence"]["instances"][S2]["max"] == 2 and s["cache_divergence"]["final_max"] == 0
     assert s["pods_bound_per_s"] == 0.4   # 2 binds recorded by each instance, 10 s and s["allocation_drift"]["count"] == 0
     assert s["convergence"]["ok"] is True and s["api_consistency"]["ok"] is True
-    assert s["leader_changes"] == 0 and s["staleness_ms"]["p50"] == 1.5
+    assert s["leader_changes"] == 0 and s["staleness_ms"] == {S1: {"p50": 1.5, "p99": 2.5, "max": 2.5, "n": 2}}
     doc = json.loads((out / "metrics.json").read_text())
     assert doc["summary"] == json.loads(json.dumps(s))
     assert doc["absent"] == {"failover_recovery_s": "no leader loss in the run"}
