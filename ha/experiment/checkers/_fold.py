@@ -22,7 +22,8 @@ from ha.experiment.oracles import (CacheDivergence, PodEvent, ResourceDrift, Tru
                                    pod_events_of)
 
 __all__ = ["EventFold", "Step", "steps", "reference_pass", "ReferencePass", "key_of", "tick_rvs",
-           "per_alive", "truth_pass", "truth_absent", "ReferenceDigest",
+           "per_alive", "truth_pass", "truth_absent", "ReferenceDigest", "truth_checker",
+           "reference_checker",
            "DIVERGENCE_EXAMPLES"]
 
 DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
@@ -345,3 +346,44 @@ def truth_absent(h) -> str | None:
     if all(rv is None for rv in tick_rvs(h)):
         return "the ticks carry no resourceVersion (rv_before/rv_after): cannot align the truth"
     return None
+
+
+def truth_checker(name: str, make, feed, *, summary=None, column: str | None = None, none_reason: str = ""):
+    """(check, columns) of a checker that feeds one truth-driven oracle tick by tick: ``make()``
+    builds the oracle, ``feed(oracle, step)`` feeds a step and returns the step's column value,
+    ``summary(oracle)`` (default ``oracle.summary()``) is the metric (None: absent with
+    ``none_reason``); ``column`` names the per-tick column (default: the metric's name)."""
+    def check(h):
+        why = truth_absent(h)
+        if why:
+            from ha.experiment.checkers import Absent
+            return Absent(why)
+        o = truth_pass(h, name, make, feed)[0]
+        v = summary(o) if summary is not None else o.summary()
+        if v is None:
+            from ha.experiment.checkers import Absent
+            return Absent(none_reason or "not computable")
+        return v
+
+    def columns(h):
+        if truth_absent(h):
+            return {}
+        return {column or name: per_alive(h, truth_pass(h, name, make, feed)[1])}
+    return check, columns
+
+
+def reference_checker(attr: str, none_reason: str, column_names: tuple[str, ...]):
+    """(check, columns) of a checker over the reference pass: ``attr`` names the pass's oracle
+    (``divergence`` / ``resource``); the columns are taken from its per-tick rows."""
+    def check(h):
+        from ha.experiment.checkers import Absent
+        rp = reference_pass(h)
+        if rp.absent:
+            return Absent(rp.absent)
+        s = getattr(rp, attr).summary()
+        return s if s is not None else Absent(none_reason)
+
+    def columns(h):
+        rp = reference_pass(h)
+        return {c: [{n: row[c] for n, row in tick.items()} for tick in rp.per_tick] for c in column_names}
+    return check, columns
