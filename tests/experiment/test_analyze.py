@@ -89,6 +89,10 @@ def test_a_checker_added_later_runs_on_an_old_folder(tmp_path):
     assert {k: v for k, v in after.items() if k != "evictions_per_bind"} == before
     doc = json.loads((out / "metrics.json").read_text())
     assert "evictions_per_bind" in doc["history"]["checkers"]
+    res = CliRunner().invoke(app, ["analyze", str(out), "--json", "--checkers", str(extra)])
+    assert res.exit_code == 0 and json.loads(res.output)["evictions_per_bind"] == 0.0
+    res = CliRunner().invoke(app, ["analyze", str(out), "--checkers", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "--checkers" in res.output and "nope" in res.output
 
 
 def test_analyze_twice_is_byte_identical(tmp_path):
