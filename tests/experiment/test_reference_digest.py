@@ -78,3 +78,22 @@ def test_incremental_digest_equals_the_full_digest(profile, seed):
     for got, then in snapshots:        # earlier snapshots were never changed afterwards
         assert got["tasks"] == then["tasks"] and got["nodes"] == then["nodes"]
     assert sum(len(b) for b in batches) > 150
+
+
+def test_events_the_cache_does_not_handle_do_not_force_a_full_digest():
+    api = Api()
+    api.create(queue(), node("n1"), pg("j", 1), pod("a", group="j"))
+    lease = {"kind": "Lease", "metadata": {"name": "volcano", "namespace": "kube-system"},
+             "spec": {"holderIdentity": "scheduler-1_x"}}
+    api.create(lease)
+    cache = build_replay_cache()
+    fold = EventFold(api.drain(), cache=cache)
+    ref = ReferenceDigest(cache)
+    fold.listener = ref.on_event
+    fold.advance(10**9)
+    first = ref.digest()
+    api.update("Lease", "kube-system/volcano", lambda o: o["spec"].__setitem__("holderIdentity", "scheduler-2_y"))
+    fold.events.extend(api.drain())
+    fold.advance(10**9)
+    assert not ref._full and ref.digest() is not None and ref.digest()["tasks"] == first["tasks"]
+    assert fold.store["Lease"]["kube-system/volcano"]["spec"]["holderIdentity"] == "scheduler-2_y"

@@ -177,7 +177,7 @@ class ReferenceDigest:
     def on_event(self, kind, typ, old, new) -> None:
         if kind == "Pod":
             self._pods.append((old, new))
-        elif (kind, typ) not in self._SAFE:
+        elif kind in _KINDS and (kind, typ) not in self._SAFE:   # a Lease never reaches the cache
             self._full = True
 
     def digest(self) -> dict[str, dict]:
