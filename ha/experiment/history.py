@@ -344,8 +344,9 @@ class History:
 
     def digests(self) -> Iterator[tuple[dict[str, Any], dict[str, dict[str, Any]]]]:
         """Per tick: (the tick record, {instance: its state with FULL ``tasks``/``nodes``}). An
-        instance not sampled in the tick appears as ``{"alive": 0}``. Every yielded dict is new
-        (the fold copies), so a caller may keep it across ticks."""
+        instance not sampled in the tick appears as ``{"alive": 0}``. ``changed_tasks``: the uids
+        whose entry changed since the instance's previous record (None after a full record).
+        Every yielded dict is new (the fold copies), so a caller may keep it across ticks."""
         state: dict[str, tuple[int, dict, dict]] = {}
         for tk in self.ticks():
             out: dict[str, dict[str, Any]] = {}
@@ -357,11 +358,13 @@ class History:
                 prev = state.get(name)
                 if rec.get("full") or prev is None or prev[0] != gen:
                     tasks, nodes = dict(rec.get("tasks") or {}), dict(rec.get("nodes") or {})
+                    changed = None
                 else:
                     tasks = fold_delta(prev[1], rec.get("tasks") or {})
                     nodes = fold_delta(prev[2], rec.get("nodes") or {})
+                    changed = frozenset(rec.get("tasks") or ())
                 state[name] = (gen, tasks, nodes)
-                out[name] = {**rec, "tasks": tasks, "nodes": nodes}
+                out[name] = {**rec, "tasks": tasks, "nodes": nodes, "changed_tasks": changed}
                 out[name].pop("full", None)
             yield tk, out
 

@@ -333,3 +333,27 @@ def test_oracles_tick_lagging_instance_and_absent_metrics_have_reasons():
     assert rows["s1"]["cache_divergence"] == 1 and rows["s1"]["resource_drift"] == 0.25
     m, absent = o.summary()
     assert m["cache_divergence"]["max"] == 1 and "staleness_ms" not in m
+
+
+def test_pairwise_drift_from_changed_uids_equals_the_full_diff():
+    import random
+    rnd = random.Random(5)
+    states = {"s1": {}, "s2": {}, "s3": {}}
+    full, inc = PairwiseDrift(), PairwiseDrift()
+    for tick in range(80):
+        changed = {}
+        for name, tasks in states.items():
+            new = dict(tasks)
+            for _ in range(rnd.randint(0, 4)):
+                uid = f"u{rnd.randrange(12)}"
+                if rnd.random() < 0.2:
+                    new.pop(uid, None)
+                else:
+                    new[uid] = [rnd.choice(["Pending", "PENDING", "Bound", "Pipelined"]), rnd.choice(["", "n1"])]
+            changed[name] = {u for u in new.keys() | tasks.keys() if new.get(u) != tasks.get(u)}
+            states[name] = new
+        # an instance drops out now and then: its pairs are recomputed in full when it is back
+        seen = {n: d for n, d in states.items() if not (n == "s3" and tick % 7 == 3)}
+        known = {n: (None if tick % 11 == 0 else c) for n, c in changed.items()}
+        assert inc.observe(seen, known) == full.observe(seen)
+    assert inc.summary() == full.summary() and full.summary()["max"] > 0
