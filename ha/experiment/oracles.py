@@ -91,6 +91,19 @@ def diff_tasks(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str
     return out
 
 
+def _differs(uid: str, x: Any, y: Any, b_before: Mapping[str, Any] | None) -> bool:
+    """:func:`diff_tasks`' rule for one task (x: the instance's entry, y: the reference's)."""
+    if x is None:
+        return y is not None and not (b_before is not None and b_before.get(uid) is None)
+    if x == y or (y is not None and _entry(x) == _entry(y)):
+        return False
+    if b_before is not None:
+        z = b_before.get(uid)
+        if z is not None and _entry(x) == _entry(z):
+            return False
+    return True
+
+
 def task_diff(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str, Any] | None = None) -> int:
     """How many tasks :func:`diff_tasks` finds."""
     return len(diff_tasks(a, b, b_before))
@@ -272,10 +285,24 @@ class CacheDivergence(InstanceSeries):
         self.last_counted: dict[str, set[str]] = {}   # the uids behind the last value (divergence.jsonl)
         self.last_persistent: dict[str, int] = {}
         self._held: dict[str, dict[str, tuple | None]] = {}
+        self._diff: dict[str, set[str]] = {}
 
     def observe(self, instance: str, tasks: Mapping[str, Any], reference_tasks: Mapping[str, Any],
-                reference_before: Mapping[str, Any] | None = None) -> int:
-        diff = diff_tasks(tasks, reference_tasks, reference_before)
+                reference_before: Mapping[str, Any] | None = None, changed: Iterable[str] | None = None) -> int:
+        """``changed`` (optional): the uids whose instance, reference or reference-before entry may
+        have changed since this instance's previous observation (None: not known) — then only
+        those are re-judged, with the same result as a full :func:`diff_tasks`."""
+        prev_diff = self._diff.get(instance)
+        if changed is not None and prev_diff is not None:
+            diff = set(prev_diff)
+            for uid in changed:
+                if _differs(uid, tasks.get(uid), reference_tasks.get(uid), reference_before):
+                    diff.add(uid)
+                else:
+                    diff.discard(uid)
+        else:
+            diff = diff_tasks(tasks, reference_tasks, reference_before)
+        self._diff[instance] = diff
         ahead = {u for u in diff if _ahead(tasks.get(u), reference_tasks.get(u))}
         prev = self._ahead.get(instance, set())
         self._ahead[instance] = ahead

@@ -173,6 +173,7 @@ class ReferenceDigest:
         self.nodes: dict[str, Any] | None = None
         self._full = True
         self._pods: list[tuple[dict | None, dict | None]] = []
+        self.log: list[set[str] | None] = []     # per changing digest: the uids touched (None: full)
 
     def on_event(self, kind, typ, old, new) -> None:
         if kind == "Pod":
@@ -185,11 +186,22 @@ class ReferenceDigest:
             d = self.cache.digest()
             self.tasks, self.nodes = d["tasks"], d["nodes"]
             self._full, self._pods = False, []
+            self.log.append(None)
         elif self._pods:
-            self._apply()
+            self.log.append(self._apply())
         return {"tasks": self.tasks, "nodes": self.nodes}
 
-    def _apply(self) -> None:
+    def changed_since(self, mark: int) -> set[str] | None:
+        """The uids touched by the digests after position ``mark`` of the log (None: a full
+        digest came in between, anything may have changed)."""
+        out: set[str] = set()
+        for s in self.log[mark:]:
+            if s is None:
+                return None
+            out |= s
+        return out
+
+    def _apply(self) -> set[str]:
         cache = self.cache
         tasks, nodes = dict(self.tasks), dict(self.nodes)
         touched: dict[str, tuple[str, str, str, set[str]]] = {}
@@ -235,6 +247,7 @@ class ReferenceDigest:
             else:
                 nodes[n] = ni.to_dict()
         self.tasks, self.nodes = tasks, nodes
+        return set(touched)
 
 
 # -------------------------------------------------------------------------- the reference
@@ -260,12 +273,16 @@ def _build_cache(h):
                               default_queue=hd.get("default_queue") or "default")
 
 
-def reference_pass(h) -> ReferencePass:
+def reference_pass(h, *, exact: bool = False) -> ReferencePass:
     """Replay the truth into a cache built under the run's profile and switches; at every tick
     take its digest at ``rv_before`` and at ``rv_after`` and judge each synced instance's digest
-    against the truth anywhere in that window (oracles.CacheDivergence / ResourceDrift)."""
-    if "reference" in h.memo:
-        return h.memo["reference"]
+    against the truth anywhere in that window (oracles.CacheDivergence / ResourceDrift). Between
+    consecutive ticks only the tasks that changed (in the instance's delta or the reference's
+    touched uids) are re-judged; ``exact`` re-judges every task every tick (the same result:
+    tests/experiment/test_reference_digest.py)."""
+    memo_key = "reference_exact" if exact else "reference"
+    if memo_key in h.memo:
+        return h.memo[memo_key]
     rp = ReferencePass(CacheDivergence(), ResourceDrift())
     ticks = h.ticks()
     if not ticks:
@@ -275,7 +292,7 @@ def reference_pass(h) -> ReferencePass:
     elif all(tk.get("rv_after") is None and tk.get("rv_before") is None for tk in ticks):
         rp.absent = "the ticks carry no resourceVersion (rv_before/rv_after): cannot align the truth"
     if rp.absent:
-        h.memo["reference"] = rp
+        h.memo[memo_key] = rp
         return rp
     cache = _build_cache(h)
     fold = EventFold(_events_sorted(h), cache=cache)
@@ -288,26 +305,42 @@ def reference_pass(h) -> ReferencePass:
         return incremental.digest()
 
     rvs = tick_rvs(h)
-    for (tk, states), rv_after in zip(h.digests(), rvs):
+    observed: dict[str, int] = {}          # instance -> the last tick it was judged at
+    prev_mark: int | None = None           # the reference log position before the previous tick
+    prev_had_before = False
+    for k, ((tk, states), rv_after) in enumerate(zip(h.digests(), rvs)):
         t = float(tk["t"])
+        mark = len(incremental.log)
         before = digest_at(tk["rv_before"]) if tk.get("rv_before") is not None else None
         ref = digest_at(rv_after)
+        # what may have changed in the reference (after and before) since the previous tick
+        ref_changed = None
+        if exact is False and prev_mark is not None and prev_had_before == (before is not None):
+            ref_changed = incremental.changed_since(prev_mark)
+        prev_mark, prev_had_before = mark, before is not None
         if fold.nodes_changed:
             capacity = cluster_capacity(fold.store["Node"].values())
             fold.nodes_changed = False
         rows: dict[str, dict[str, Any]] = {}
         worst = None
-        names = {(p.get("metadata") or {}).get("uid"): k for k, p in fold.store["Pod"].items()}
+        names = None
         for name in sorted(states):
             st = states[name]
             if not st.get("alive") or not st.get("synced", 1):
                 continue
-            v = rp.divergence.observe(name, st["tasks"], ref["tasks"], before["tasks"] if before else None)
+            changed = None
+            if ref_changed is not None and observed.get(name) == k - 1 and st.get("changed_tasks") is not None:
+                changed = ref_changed | st["changed_tasks"]
+            observed[name] = k
+            v = rp.divergence.observe(name, st["tasks"], ref["tasks"], before["tasks"] if before else None,
+                                      changed=changed)
             r = rp.resource.observe(name, st["nodes"], ref["nodes"], capacity, before["nodes"] if before else None)
             rows[name] = {"cache_divergence": v, "resource_drift": r,
                           "cache_divergence_persistent": rp.divergence.last_persistent.get(name, 0)}
             worst = v if worst is None else max(worst, v)
             uids = sorted(rp.divergence.last_counted.get(name) or ())
+            if uids and names is None:
+                names = {(p.get("metadata") or {}).get("uid"): key for key, p in fold.store["Pod"].items()}
             for uid in uids[:DIVERGENCE_EXAMPLES]:
                 rp.examples.append({"t": round(t, 3), "instance": name, "pod": names.get(uid), "uid": uid,
                                     "instance_state": st["tasks"].get(uid), "reference": ref["tasks"].get(uid),
@@ -317,7 +350,7 @@ def reference_pass(h) -> ReferencePass:
             rp.divergence_t.append((round(t, 3), worst))
         rp.per_tick.append(rows)
     rp.handler_errors = len(fold.handler_errors)
-    h.memo["reference"] = rp
+    h.memo[memo_key] = rp
     return rp
 
 
