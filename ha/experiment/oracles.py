@@ -1,17 +1,21 @@
-"""Oracles: each DESIGN.md metric as a small class over observations (pure: no Redis, no Ray).
+"""Oracles: each DESIGN.md metric's rule as a small class over observations (pure: no Redis, no
+Ray). The checkers (:mod:`ha.experiment.checkers`, one module per metric) feed them from the
+recorded history; this module holds the rules, the checkers decide what to feed them.
 
-The runner feeds them, every ``measure.every``:
+Observations:
 
 * instance digests (``{"tasks": {uid: [status, node]}, "nodes": {name: {idle, used, releasing,
-  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile, built from
-  the API server's own event stream: :mod:`ha.experiment.reference`);
-* the API server's truth: pods, nodes and pod groups as the reference informers hold them, and the
-  pod events they saw (nominations, binds, deletions) in order;
-* the instances' decision records (``decisions(since)``: op bind/evict/pipeline/status, with
-  session, pod, node, ok, dry_run).
+  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile: the replay
+  of the API server's own event stream);
+* the API server's truth: pods, nodes and pod groups, and the pod events (nominations, binds,
+  deletions) in order;
+* the instances' decision records (op bind/evict/pipeline/status, with session, pod, node, ok,
+  dry_run).
 
-Each oracle's ``summary()`` returns the value written under its DESIGN.md name in metrics.json, or
-None when it could not be computed (then the metric is absent, with a reason; never a zero).
+Each oracle's ``summary()`` is the value written under its DESIGN.md name in metrics.json, or None
+when it could not be computed (then the metric is absent, with a reason; never a zero).
+:class:`Oracles` drives them all from a live run's samples (the runner's in-process path until it
+records a history; then it goes).
 
 Definitions used (DESIGN.md "Metrics", made precise here):
 
@@ -34,9 +38,9 @@ from typing import Any, Iterable, Mapping
 __all__ = [
     "status_name", "task_diff", "resource_drift_fraction", "cluster_capacity", "pod_requests",
     "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
-    "ResourceDrift", "Staleness", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
+    "ResourceDrift", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
-    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS",
+    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
 ]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -69,15 +73,35 @@ def diff_tasks(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str
     both: the truth moved during the sampling window, and an instance that holds either state was
     up to date at the moment it answered — that is sampling skew, not divergence."""
     out: set[str] = set()
-    for uid in a.keys() | b.keys():
-        x, y = a.get(uid), b.get(uid)
-        if x is None or y is None or _entry(x) != _entry(y):
-            if b_before is not None:
-                z = b_before.get(uid)
-                if z is None if x is None else (z is not None and _entry(x) == _entry(z)):
-                    continue   # the instance holds the state the truth had at the window's start
-            out.add(uid)
+    for uid, x in a.items():
+        y = b.get(uid)
+        if x == y:            # the common case, at C speed: the very same entry
+            continue
+        if y is not None and _entry(x) == _entry(y):
+            continue          # the same state spelled differently
+        if b_before is not None:
+            z = b_before.get(uid)
+            if z is not None and _entry(x) == _entry(z):
+                continue      # the instance holds the state the truth had at the window's start
+        out.add(uid)
+    for uid in b.keys() - a.keys():
+        if b_before is not None and uid not in b_before:
+            continue          # created during the window: the instance could not have seen it yet
+        out.add(uid)
     return out
+
+
+def _differs(uid: str, x: Any, y: Any, b_before: Mapping[str, Any] | None) -> bool:
+    """:func:`diff_tasks`' rule for one task (x: the instance's entry, y: the reference's)."""
+    if x is None:
+        return y is not None and not (b_before is not None and b_before.get(uid) is None)
+    if x == y or (y is not None and _entry(x) == _entry(y)):
+        return False
+    if b_before is not None:
+        z = b_before.get(uid)
+        if z is not None and _entry(x) == _entry(z):
+            return False
+    return True
 
 
 def task_diff(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str, Any] | None = None) -> int:
@@ -137,9 +161,12 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
         if cap <= 0:
             continue
         total = 0.0
-        for name in inst_nodes.keys() | ref_nodes.keys():
+        for name in sorted(inst_nodes.keys() | ref_nodes.keys()):   # sorted: a float sum's order
             a = inst_nodes.get(name) or {}
-            d = _node_delta(a, ref_nodes.get(name) or {}, dim)
+            r = ref_nodes.get(name) or {}
+            if a == r:
+                continue      # the common case: the very same node
+            d = _node_delta(a, r, dim)
             if d and ref_before is not None:
                 d = min(d, _node_delta(a, ref_before.get(name) or {}, dim))
             total += d
@@ -178,24 +205,27 @@ def _terminating(pod: Mapping[str, Any]) -> bool:
     return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
 
 
-def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
-                        ) -> dict[str, list[str]]:
+def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
+                        requests=pod_requests, allocatable=None) -> dict[str, list[str]]:
     """{node: [resources over allocatable]} for nodes whose bound, non-terminated pods request
-    more than the node's allocatable (API server truth)."""
+    more than the node's allocatable (API server truth). ``requests`` / ``allocatable``: the
+    functions that read a pod's requests and a node's allocatable (a caller may memoize them)."""
+    allocatable = allocatable or _allocatable
     used: dict[str, dict[str, float]] = {}
     for p in pods:
         if not _holds_node(p):
             continue
         n = p["spec"]["nodeName"]
         u = used.setdefault(n, {})
-        for k, v in pod_requests(p).items():
+        for k, v in requests(p).items():
             u[k] = u.get(k, 0.0) + v
     out: dict[str, list[str]] = {}
-    for n, u in used.items():
+    for n in sorted(used):
+        u = used[n]
         node = nodes.get(n)
         if node is None:
             continue
-        alloc = _allocatable(node)
+        alloc = allocatable(node)
         over = [k for k, v in sorted(u.items()) if k in alloc and v > alloc[k] + 1e-9]
         if over:
             out[n] = over
@@ -255,10 +285,24 @@ class CacheDivergence(InstanceSeries):
         self.last_counted: dict[str, set[str]] = {}   # the uids behind the last value (divergence.jsonl)
         self.last_persistent: dict[str, int] = {}
         self._held: dict[str, dict[str, tuple | None]] = {}
+        self._diff: dict[str, set[str]] = {}
 
     def observe(self, instance: str, tasks: Mapping[str, Any], reference_tasks: Mapping[str, Any],
-                reference_before: Mapping[str, Any] | None = None) -> int:
-        diff = diff_tasks(tasks, reference_tasks, reference_before)
+                reference_before: Mapping[str, Any] | None = None, changed: Iterable[str] | None = None) -> int:
+        """``changed`` (optional): the uids whose instance, reference or reference-before entry may
+        have changed since this instance's previous observation (None: not known) — then only
+        those are re-judged, with the same result as a full :func:`diff_tasks`."""
+        prev_diff = self._diff.get(instance)
+        if changed is not None and prev_diff is not None:
+            diff = set(prev_diff)
+            for uid in changed:
+                if _differs(uid, tasks.get(uid), reference_tasks.get(uid), reference_before):
+                    diff.add(uid)
+                else:
+                    diff.discard(uid)
+        else:
+            diff = diff_tasks(tasks, reference_tasks, reference_before)
+        self._diff[instance] = diff
         ahead = {u for u in diff if _ahead(tasks.get(u), reference_tasks.get(u))}
         prev = self._ahead.get(instance, set())
         self._ahead[instance] = ahead
@@ -279,13 +323,35 @@ class PairwiseDrift:
 
     def __init__(self) -> None:
         self.pairs: dict[str, list[int]] = {}
+        self._calls = 0
+        self._diff: dict[tuple[str, str], tuple[int, set[str]]] = {}
 
-    def observe(self, digests: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    def observe(self, digests: Mapping[str, Mapping[str, Any]],
+                changed: Mapping[str, Any] | None = None) -> dict[tuple[str, str], int]:
+        """Drift of every pair (names sorted). ``changed`` (optional): per instance, the uids whose
+        entry changed since its digest in the previous call (None: not known) — a pair observed
+        in the previous call is then updated from those uids alone, with the same result."""
         out = {}
         for a, b in combinations(sorted(digests), 2):
-            v = task_diff(digests[a], digests[b])
-            out[(a, b)] = v
-            self.pairs.setdefault(f"{a}|{b}", []).append(v)
+            prev = self._diff.get((a, b))
+            ca = changed.get(a) if changed is not None else None
+            cb = changed.get(b) if changed is not None else None
+            if prev is not None and prev[0] == self._calls - 1 and ca is not None and cb is not None:
+                d = set(prev[1])
+                ta, tb = digests[a], digests[b]
+                for uid in ca | cb:
+                    x, y = ta.get(uid), tb.get(uid)
+                    if (x is None and y is None) or (x is not None and y is not None
+                                                     and (x == y or _entry(x) == _entry(y))):
+                        d.discard(uid)
+                    else:
+                        d.add(uid)
+            else:
+                d = diff_tasks(digests[a], digests[b])
+            self._diff[(a, b)] = (self._calls, d)
+            out[(a, b)] = len(d)
+            self.pairs.setdefault(f"{a}|{b}", []).append(len(d))
+        self._calls += 1
         return out
 
     def summary(self) -> dict[str, Any] | None:
@@ -306,28 +372,6 @@ class ResourceDrift(InstanceSeries):
         v = resource_drift_fraction(nodes, reference_nodes, capacity, ref_before=reference_before)
         self.add(instance, v)
         return v
-
-
-class Staleness:
-    """staleness_ms: per instance, the informers' write→applied percentiles (the instance's own
-    ``stats()["staleness_ms"]`` = {p50, p99, max, n}); the latest report per instance wins, and a
-    killed instance's last report is kept."""
-
-    def __init__(self) -> None:
-        self.per: dict[str, dict[str, Any]] = {}
-
-    def observe(self, instance: str, stats: Mapping[str, Any] | None) -> None:
-        st = (stats or {}).get("staleness_ms")
-        if isinstance(st, Mapping) and st.get("n"):
-            self.per[instance] = dict(st)
-
-    def summary(self) -> dict[str, Any] | None:
-        if not self.per:
-            return None
-        return {"p50": max(v["p50"] for v in self.per.values()),
-                "p99": max(v["p99"] for v in self.per.values()),
-                "max": max(v["max"] for v in self.per.values()),
-                "instances": dict(sorted(self.per.items()))}
 
 
 class OvercommitViolations:
@@ -354,6 +398,31 @@ class OvercommitViolations:
         self.examples: list[dict[str, Any]] = []
         self._over_before: set[str] = set()
         self._bound_by: dict[str, list[Any]] = {}
+        self._requests: dict[Any, dict[str, float]] = {}
+        self._alloc: dict[Any, dict[str, float]] = {}
+
+    def _req(self, p: Mapping[str, Any]) -> dict[str, float]:
+        """pod_requests, memoized per pod and resourceVersion (a pod's spec does not change)."""
+        md = p.get("metadata") or {}
+        k = (md.get("uid") or md.get("name"), md.get("resourceVersion"))
+        if k[1] is None:
+            return pod_requests(p)
+        r = self._requests.get(k)
+        if r is None:
+            if len(self._requests) > 200_000:
+                self._requests.clear()
+            r = self._requests[k] = pod_requests(p)
+        return r
+
+    def _allocatable(self, node: Mapping[str, Any]) -> dict[str, float]:
+        md = node.get("metadata") or {}
+        k = (md.get("name"), md.get("resourceVersion"))
+        if k[1] is None:
+            return _allocatable(node)
+        a = self._alloc.get(k)
+        if a is None:
+            a = self._alloc[k] = _allocatable(node)
+        return a
 
     def observe_decisions(self, decisions: Iterable[Mapping[str, Any]]) -> None:
         for d in decisions:
@@ -363,7 +432,7 @@ class OvercommitViolations:
     def observe(self, pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
                 t: float | None = None) -> int:
         pods = list(pods)
-        over = overcommitted_nodes(pods, nodes)
+        over = overcommitted_nodes(pods, nodes, self._req, self._allocatable)
         self.ticks += 1
         self.count += len(over)
         for n, rs in over.items():
@@ -371,7 +440,8 @@ class OvercommitViolations:
             for r in rs:
                 self.resources[r] = self.resources.get(r, 0) + 1
         if over:
-            live = overcommitted_nodes([p for p in pods if not _terminating(p)], nodes)
+            live = overcommitted_nodes([p for p in pods if not _terminating(p)], nodes, self._req,
+                                       self._allocatable)
             self.terminating_only += sum(1 for n in over if n not in live)
             for n in over:
                 if n in self._over_before:
@@ -419,6 +489,24 @@ class PodEvent:
     pod: str                   # "ns/name"
     uid: str | None = None
     node: str | None = None    # nominated or bound node
+
+
+def pod_events_of(old: Mapping[str, Any] | None, new: Mapping[str, Any], t: float) -> list[PodEvent]:
+    """The PodEvents one pod update makes: ``nominated`` (a new status.nominatedNodeName on an
+    unbound pod) and ``bound`` (spec.nodeName set)."""
+    out: list[PodEvent] = []
+    md = new.get("metadata") or {}
+    key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
+    uid = md.get("uid")
+    o_nnn = ((old or {}).get("status") or {}).get("nominatedNodeName") or ""
+    n_nnn = (new.get("status") or {}).get("nominatedNodeName") or ""
+    o_node = ((old or {}).get("spec") or {}).get("nodeName") or ""
+    n_node = (new.get("spec") or {}).get("nodeName") or ""
+    if n_nnn and n_nnn != o_nnn and not n_node:
+        out.append(PodEvent(t, "nominated", key, uid, n_nnn))
+    if n_node and not o_node:
+        out.append(PodEvent(t, "bound", key, uid, n_node))
+    return out
 
 
 @dataclass
@@ -713,7 +801,7 @@ class PartialGangBinds:
 HEADLINE_KEYS = {"cache_divergence": "max", "pairwise_drift": "max", "resource_drift": "max",
                  "staleness_ms": "p99", "allocation_drift": "count", "wasted_evictions": "count",
                  "cyclic_evictions": "count", "overcommit_violations": "count",
-                 "partial_gang_binds": "count"}
+                 "partial_gang_binds": "count", "api_consistency": "ok", "convergence": "value"}
 
 
 def headline(metric: str, value: Any) -> Any:
@@ -749,7 +837,6 @@ class Oracles:
     def __init__(self) -> None:
         self.divergence = CacheDivergence()
         self.resource = ResourceDrift()
-        self.staleness = Staleness()
         self.overcommit = OvercommitViolations()
         self.allocation = AllocationDrift()
         self.wasted = WastedEvictions()
@@ -793,7 +880,6 @@ class Oracles:
                 row["cache_divergence_persistent"] = self.divergence.last_persistent.get(name, 0)
                 self.last_divergence[name] = row["cache_divergence"]
                 worst = row["cache_divergence"] if worst is None else max(worst, row["cache_divergence"])
-            self.staleness.observe(name, stats.get(name))
             row.update({"overcommit_nodes": over, "allocation_drift": self.allocation.count,
                         "wasted_evictions": self.wasted.summary(final=False)["count"],
                         "cyclic_evictions": self.cyclic.count, "partial_gang_binds": self.gangs.count})
@@ -807,14 +893,13 @@ class Oracles:
         out: dict[str, Any] = {}
         absent: dict[str, str] = {}
         if self.ticks == 0:
-            for n in ("cache_divergence", "resource_drift", "staleness_ms", "allocation_drift",
+            for n in ("cache_divergence", "resource_drift", "allocation_drift",
                       "wasted_evictions", "cyclic_evictions", "overcommit_violations", "partial_gang_binds"):
                 absent[n] = "no measurement tick with the reference cache"
             return out, absent
         for name, v, why in (
                 ("cache_divergence", self.divergence.summary(), "no instance with a synced cache was sampled"),
                 ("resource_drift", self.resource.summary(), "no cluster capacity (no nodes) or no synced instance"),
-                ("staleness_ms", self.staleness.summary(), "no informer staleness samples (no write-time stamps)"),
                 ("overcommit_violations", self.overcommit.summary(), "no tick"),
                 ("allocation_drift", self.allocation.summary(), ""),
                 ("wasted_evictions", self.wasted.summary(final=True), ""),
