@@ -425,18 +425,27 @@ class LiveLifecycle:
             except Exception as e:  # noqa: BLE001 — gone: its log is lost with its node
                 log.info("delivery log of %s: %s", slot.name, e)
 
-    def final_api_state(self) -> dict[str, Any] | None:
-        """Every object the API server holds at the end (for the consistency checker), and its RV."""
+    def final_api_state(self, attempts: int = 20) -> dict[str, Any] | None:
+        """What the API server holds at the end, ``{"rv", "kinds": {kind: {key: resourceVersion}}}``
+        (the consistency checker folds the events up to ``rv`` and compares). The kinds are listed
+        one by one while the cluster still runs, so the listing counts only when the RV did not move
+        across it (retried; ``quiet`` says whether it succeeded)."""
         from ha.experiment.recorder import TRUTH_KINDS
+        from ha.experiment.checkers._fold import key_of
+        state = None
         try:
-            out: dict[str, Any] = {"rv": int(self.api.current_resource_version()), "objects": {}}
-            for kind in TRUTH_KINDS:
-                res = self.api.list(kind)
-                out["objects"][kind] = res.items
-            return out
+            for _ in range(attempts):
+                rv0 = int(self.api.current_resource_version())
+                kinds = {kind: {key_of(o): int(o["metadata"]["resourceVersion"]) for o in self.api.list(kind).items}
+                         for kind in TRUTH_KINDS if kind != "Lease"}
+                rv1 = int(self.api.current_resource_version())
+                state = {"rv": rv1, "kinds": kinds, "quiet": rv0 == rv1}
+                if rv0 == rv1:
+                    break
+                time.sleep(0.05)
         except Exception as e:  # noqa: BLE001 — Redis gone: the checker says why it is absent
             log.info("final API state: %s", e)
-            return None
+        return state
 
     def cleanup(self) -> None:
         """Stop everything this run started, each by its own handle; never raises."""

@@ -184,10 +184,10 @@ class ExperimentRunner:
     def _finish(self, *, interrupted: bool, error: str | None) -> dict[str, Any]:
         final = self.life.final_stats()
         self.life.collect_delivery_logs()
-        if self.recorder is not None:
-            self.recorder.export_truth()
-            self.recorder.record_lease(self.life.now())
         api_state = self.life.final_api_state() if self.writer is not None else None
+        if self.recorder is not None:
+            self.recorder.export_truth()     # at least up to the listing's RV
+            self.recorder.record_lease(self.life.now())
         self.life.cleanup()
         self._close_history(error=error, interrupted=interrupted, final=final, api_state=api_state)
         return self._analyze()
