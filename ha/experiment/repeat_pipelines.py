@@ -11,7 +11,9 @@ without a pod or node.
 Output: ``{instance: pipeline records / distinct (pod, node)}`` for every instance with at least
 one pipeline record (an instance that never pipelined has no ratio, rather than a made-up 0).
 1.0 means every (pod, node) was recorded once; 3.0 means on average three sessions recorded the
-same placement. Pure: no I/O, no clock; the result does not depend on the records' order.
+same placement. Records of ``res.pipelined`` (what the runtime writes) repeat a reservation the
+cache keeps for every session it is kept; records of ``SessionResult.new_pipelines`` (the
+session's own decisions) repeat only a real second Pipeline. Pure: no I/O, no clock; the result does not depend on the records' order.
 """
 from __future__ import annotations
 

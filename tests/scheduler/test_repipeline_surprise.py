@@ -97,6 +97,7 @@ def test_without_drf_the_pr_unpipelines_and_repipelines_while_evictions_fail(nam
     for session in range(3):
         res = sched.run_once()
         assert res.ok and res.evictions == ["ns/r2"] and res.committed_pipelines == {"ns/p": "n1"}
+        assert res.new_pipelines == {"ns/p": "n1"}   # Pipelined at open and at the end, yet decided
         assert nominations(io, "ns/p")[-3:] == ["", "n1", ""]   # cleared, re-nominated, condition
         c.process_resync_task()
         assert cache_task(c, "ns/r2").status == S.RUNNING and c.nodes["n1"].has_pipelined_overflow()
@@ -105,6 +106,7 @@ def test_without_drf_the_pr_unpipelines_and_repipelines_while_evictions_fail(nam
     for _ in range(2):
         res = sched.run_once()
         assert res.committed_pipelines == {} and res.evictions == [] and res.pipelined == {"ns/p": "n1"}
+        assert res.new_pipelines == {}
 
 
 def test_the_seed_rule_hits_the_same_assert():
@@ -120,10 +122,11 @@ def test_the_seed_rule_hits_the_same_assert():
     assert res.ok and io.binds == {"ns/p": "n1"}
 
 
-def records(instance: str, results) -> list[dict]:
-    """The pipeline decision records ha/runtime/instance.py writes for these session results."""
+def records(instance: str, results, field: str = "pipelined") -> list[dict]:
+    """The pipeline decision records ha/runtime/instance.py writes for these session results
+    (from ``res.pipelined``; ``field="new_pipelines"``: from the session's decisions instead)."""
     return [{"op": "pipeline", "instance": instance, "session": i, "pod": k, "node": n, "ok": True}
-            for i, res in enumerate(results) for k, n in sorted(res.pipelined.items())]
+            for i, res in enumerate(results) for k, n in sorted(getattr(res, field).items())]
 
 
 def test_a_kept_reservation_is_recorded_every_session_without_a_second_pipeline():
@@ -143,8 +146,38 @@ def test_a_kept_reservation_is_recorded_every_session_without_a_second_pipeline(
     assert [r.committed_pipelines for r in results] == [{"ns/p": "n1"}, {}, {}, {}]
     assert nominations(io, "ns/p").count("n1") >= 1 and io.status_writes[0][1]["nominatedNodeName"] == "n1"
     assert repeat_pipelines(records("scheduler-1", results)) == {"scheduler-1": 4.0}
+    # SessionResult.new_pipelines leaves the kept reservation out: one decision
+    assert [r.new_pipelines for r in results] == [{"ns/p": "n1"}, {}, {}, {}]
+    assert repeat_pipelines(records("scheduler-1", results, "new_pipelines")) == {"scheduler-1": 1.0}
 
     c, io, results = waiting("v1.14")
     assert [r.pipelined for r in results] == [{"ns/p": "n1"}] * 4      # decided anew each session
     assert cache_task(c, "ns/p").status == S.PENDING
     assert repeat_pipelines(records("scheduler-1", results)) == {"scheduler-1": 4.0}
+    assert [r.new_pipelines for r in results] == [{"ns/p": "n1"}] * 4
+    assert repeat_pipelines(records("scheduler-1", results, "new_pipelines")) == {"scheduler-1": 4.0}
+
+
+@pytest.mark.parametrize("name", ["pr5045", "pr5045-s6fixed"])
+def test_a_failed_nomination_write_forgets_the_reservation_and_the_next_session_repipelines(name):
+    """Path 3, the PR as coded: Cache.Pipeline's nomination write fails (409: the pod copy is
+    behind the API server), resyncTask rebuilds the task from the API's pod — which has no
+    nomination, the write failed — so it is Pending again, and the next session pipelines it on
+    the same node once more. The S6 fix does not change it."""
+    c, io = make_cache(profile(name), nodes=[node("n1", 2000)],
+                       podgroups=[podgroup("pgp", 1), podgroup("pgv", 1)],
+                       pods=[pod("v", "pgv", 2000, node_name="n1", phase="Running", deleting=True),
+                             pod("p", "pgp", 2000)])
+    sched = Scheduler(c, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    io.fail_status["ns/p"] = "409 Conflict: the object has been modified"
+    first = sched.run_once()
+    assert first.committed_pipelines == {"ns/p": "n1"} and c.stats["status_write_errors"] >= 1
+    assert cache_task(c, "ns/p").status == S.PIPELINED       # until the resync runs
+    c.process_resync_task()
+    assert cache_task(c, "ns/p").status == S.PENDING and c.nodes["n1"].pipelined.milli_cpu == 0
+    del io.fail_status["ns/p"]
+    second = sched.run_once()
+    assert second.committed_pipelines == {"ns/p": "n1"} and second.new_pipelines == {"ns/p": "n1"}
+    assert nominations(io, "ns/p")[0] == "n1" and cache_task(c, "ns/p").status == S.PIPELINED
+    third = sched.run_once()
+    assert third.new_pipelines == {} and third.pipelined == {"ns/p": "n1"}
