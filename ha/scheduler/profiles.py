@@ -2,12 +2,25 @@
 
 Each part of each proposed fix is one switch so that an experiment can turn one on at a time.
 
-Profiles ``v1.14``, ``pr5045``, ``pr5045-fixed``, ``annotations`` and ``nomination-only`` are the
-DESIGN.md contract and keep their meaning. ``pr5045-s4fixed`` extends that contract: it is
+Profiles ``v1.14``, ``seed000``, ``pr5045``, ``pr5045-fixed``, ``annotations`` and
+``nomination-only`` are the DESIGN.md contract. ``seed000`` is seed 000 — PR #5045's design
+document as of ba1e9c5bd — exactly as written, incl. Problem 2's fast-path un-pipeline
+(``fastpath_unpipeline``); ``pr5045`` is the PR's head 2053c7114, which removed that rule and added
+the overflow pre-pass (``overflow_unpipeline``). ``pr5045-s4fixed`` extends that contract: it is
 ``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for volcano-semantics.md S4 (a task the
 cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler);
 ``pr5045-s6fixed`` adds ``refresh_guarded_pod``, the fix for S6's stale pod copy (every write
 built from a Pipelined task's pod fails with 409).
+
+Switch names are part of the experiment-file contract: a renamed switch stays accepted under its
+old name (``DEPRECATED_SWITCHES``: old name -> new name) by ``Switches.with_`` and ``profile``.
+``futureidle_unpipeline`` ran the head's overflow pre-pass while its description promised the
+seed's rule; it now means ``overflow_unpipeline``.
+
+What ``seed000`` shares with ``pr5045`` beyond the seed's text (the model ties it to
+``cache_pipeline``): an un-pipeline recorded in a Statement reaches the cache at commit
+(``Cache.UnPipeline``, head only; the seed's own ``fastpath_unpipeline`` un-pipelines in the
+session only, as ba1e9c5bd did), and AddBindTask clears the nomination (head only).
 """
 from __future__ import annotations
 
@@ -15,7 +28,10 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from ha.errors import BadInput
 
-__all__ = ["Switches", "PROFILES", "profile", "profile_names"]
+__all__ = ["Switches", "PROFILES", "DEPRECATED_SWITCHES", "profile", "profile_names"]
+
+# old switch name -> the switch it means now (accepted in experiment / scenario files, with_)
+DEPRECATED_SWITCHES: dict[str, str] = {"futureidle_unpipeline": "overflow_unpipeline"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +42,15 @@ class Switches:
     pipelined_first: bool = False           # allocate: pipelined jobs first, pipelined tasks before pending ones
     repipeline_guard: bool = False          # Pipeline of a task already pipelined on that node is a no-op
     update_task_on_allocate: bool = False   # Allocate of a task already on the node uses UpdateTask (Problem 1)
-    futureidle_unpipeline: bool = False     # un-pipeline a pipelined task that no longer fits its node (Problem 2)
+    # seed 000's Problem 2 (ba1e9c5bd): the nominated-node fast path takes every task with a
+    # nomination; a task Pipelined on that node whose FutureIdle no longer fits is un-pipelined in
+    # the session (Statement.UnPipeline: session only, nothing recorded) and goes through the
+    # normal node scan. Removed at the PR head.
+    fastpath_unpipeline: bool = False
+    # the PR head's pre-pass (2053c7114, unpipelineOverflowedPipelinedTasks): on every node whose
+    # Pipelined > Idle + Releasing un-pipeline the lowest-priority Pipelined tasks (session and
+    # cache at once, S7) until it fits; denominate a job left starving. Not in seed 000.
+    overflow_unpipeline: bool = False
     self_exclusion: bool = False            # fit checks of a pipelined task on its own node add back its reservation
     sync_nominated_node: bool = False       # NominatedNodeName in the transaction context, set synchronously (Problem 3)
     # seed 000 — cache / informer layer
@@ -56,6 +80,13 @@ class Switches:
     clear_nnn_on_binding: bool = False      # binding clears status.nominatedNodeName (KEP-5278)
 
     def with_(self, **changes: bool) -> "Switches":
+        for old, new in DEPRECATED_SWITCHES.items():
+            if old in changes:
+                value = changes.pop(old)
+                if new in changes and bool(changes[new]) != bool(value):
+                    raise BadInput(f"switches {old} (deprecated name of {new}) and {new} disagree: "
+                                   f"{value!r} vs {changes[new]!r}")
+                changes[new] = value
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise BadInput(f"unknown switch(es): {', '.join(sorted(unknown))}; "
@@ -69,14 +100,21 @@ class Switches:
         return [k for k, v in asdict(self).items() if v]
 
 
-_PR5045 = Switches(cache_pipeline=True, three_way_commit=True, pipelined_first=True,
-                   repipeline_guard=True, update_task_on_allocate=True, futureidle_unpipeline=True,
-                   sync_nominated_node=True, informer_guard_pipelined=True,
-                   reconstruct_pipelined=True, update_task_on_bind=True)
+# seed 000's six changes and five Problems, as written (ba1e9c5bd): no self-exclusion ("do not
+# add the task's own request back"), Problem 2 as the fast-path un-pipeline
+_SEED000 = Switches(cache_pipeline=True, three_way_commit=True, pipelined_first=True,
+                    repipeline_guard=True, update_task_on_allocate=True, fastpath_unpipeline=True,
+                    sync_nominated_node=True, informer_guard_pipelined=True,
+                    reconstruct_pipelined=True, update_task_on_bind=True)
+# the PR head (2053c7114): the fast-path un-pipeline removed, the overflow pre-pass added
+_PR5045 = replace(_SEED000, fastpath_unpipeline=False, overflow_unpipeline=True)
 
 PROFILES: dict[str, Switches] = {
     "v1.14": Switches(),
-    # the PR as coded at 2053c7114: everything in seed 000 except self-exclusion (S1)
+    # the PR's design document (seed 000) exactly as written
+    "seed000": _SEED000,
+    # the PR as coded at 2053c7114: seed 000 without its Problem-2 fast-path un-pipeline, plus the
+    # overflow pre-pass; like seed 000, no self-exclusion (S1)
     "pr5045": _PR5045,
     "pr5045-fixed": replace(_PR5045, self_exclusion=True),
     # extension of the DESIGN.md contract: pr5045-fixed + the S4 fix
@@ -100,7 +138,8 @@ def profile_names() -> list[str]:
 
 
 def profile(name: str, **overrides: bool) -> Switches:
-    """The switches of a named profile, with optional per-switch overrides."""
+    """The switches of a named profile, with optional per-switch overrides (deprecated switch
+    names accepted, see ``DEPRECATED_SWITCHES``)."""
     try:
         base = PROFILES[name]
     except KeyError:

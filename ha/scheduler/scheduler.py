@@ -30,6 +30,11 @@ class SessionResult:
     eviction_reasons: dict[str, str] = field(default_factory=dict)
     pipelined: dict[str, str] = field(default_factory=dict)       # session tasks Pipelined at the end
     committed_pipelines: dict[str, str] = field(default_factory=dict)  # Pipeline ops that were committed
+    # the session's pipeline decisions: Pipelined at the end but not already Pipelined on that node
+    # when the session opened (a reservation kept from an earlier session is no decision), plus
+    # every committed Pipeline (one un-pipelined and pipelined again in the session is one)
+    new_pipelines: dict[str, str] = field(default_factory=dict)
+    held_pipelines: frozenset = frozenset()                       # (pod, node) Pipelined at open
     errors: list[str] = field(default_factory=list)
     fatal: str | None = None                                      # FatalCacheError message (Volcano would exit)
     panic: str | None = None                                      # ResourceUnderflow (Volcano's assert panics)
@@ -53,6 +58,7 @@ class SessionResult:
         return {"session": self.session_uid, "actions": list(self.actions), "binds": dict(self.binds),
                 "evicted": list(self.evictions), "pipelined": dict(self.pipelined),
                 "committed_pipelines": dict(self.committed_pipelines),
+                "new_pipelines": dict(self.new_pipelines),
                 "bind_count": self.bind_count, "evict_count": self.evict_count,
                 "errors": list(self.errors), "fatal": self.fatal, "panic": self.panic,
                 "duration_s": self.duration_s}
@@ -69,7 +75,14 @@ def _collect(ssn: Session, res: SessionResult) -> None:
     for job in (ssn.jobs or {}).values():
         for t in (job.task_status_index.get(TaskStatus.PIPELINED) or {}).values():
             res.pipelined[t.pod_key] = t.node_name
+    res.new_pipelines = {k: n for k, n in res.pipelined.items() if (k, n) not in res.held_pipelines}
+    res.new_pipelines.update(res.committed_pipelines)
     res.errors = list(ssn.errors)
+
+
+def _held_pipelines(ssn: Session) -> frozenset:
+    return frozenset((t.pod_key, t.node_name) for job in (ssn.jobs or {}).values()
+                     for t in (job.task_status_index.get(TaskStatus.PIPELINED) or {}).values())
 
 
 def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
@@ -83,6 +96,7 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
     ssn = open_session(cache, conf, seed=seed, clock=clock)
     res.session_uid = ssn.uid
     res.jobs, res.nodes = len(ssn.jobs), len(ssn.nodes)
+    res.held_pipelines = _held_pipelines(ssn)
     try:
         for name in conf.actions:
             action = get_action(name)

@@ -137,7 +137,7 @@ def test_repipeline_guard_keeps_the_reservation():
     assert seen == {"st": TaskStatus.PIPELINED, "node": "n1"}
 
 
-# -- futureidle_unpipeline (PR's overflow pre-pass) -------------------------------------------
+# -- overflow_unpipeline (the PR head's overflow pre-pass) -------------------------------------
 
 def overflow(sw):
     """n1 2000m fully used by r (Running, not terminating); p nominated n1 -> Pipelined overflow."""
@@ -146,8 +146,8 @@ def overflow(sw):
                             pod("p", "pgp", 2000, nominated="n1")])
 
 
-def test_futureidle_unpipeline_drops_overflowing_reservation():
-    c, io = overflow(profile("pr5045", futureidle_unpipeline=False))
+def test_overflow_unpipeline_drops_overflowing_reservation():
+    c, io = overflow(profile("pr5045", overflow_unpipeline=False))
     run_session(c, ALLOC, seed=1)
     assert cache_task(c, "ns/p").status == TaskStatus.PIPELINED
     c, io = overflow(profile("pr5045"))

@@ -217,6 +217,12 @@ def make_conf(kind: str) -> SchedulerConf:
     t1 = d.tiers[0]
     if kind == "default":  # enqueue allocate preempt reclaim backfill, production tiers
         return d
+    if kind == "default-no-shares":  # the same without drf and proportion: the PR's overflow
+        # pre-pass un-pipelining a reservation rebuilt from a nomination asserts in their
+        # DeallocateFunc (Volcano's panic) and ends every session of the nominated PR cases
+        t2 = Tier([PluginOption.all_on(n) for n in ("overcommit", "predicates", "nodeorder")])
+        return SchedulerConf(actions=list(d.actions), tiers=[t1, t2], configurations=[],
+                             source="<test default-no-shares>")
     if kind == "binpack":
         bp = PluginOption.all_on("binpack", **{"binpack.weight": 2, "binpack.cpu": 3, "binpack.memory": 1,
                                                "binpack.resources": "nvidia.com/gpu",
@@ -339,8 +345,8 @@ CASES = [(1, "v1.14", "default", True), (2, "pr5045", "default", False), (3, "pr
          (4, "v1.14", "binpack", True), (5, "pr5045-fixed", "binpack", False), (6, "pr5045", "binpack-first", False),
          (7, "v1.14", "predicates-off", True), (8, "pr5045-fixed", "predicates-off", False),
          (9, "annotations", "default", True), (10, "nomination-only", "binpack", True),
-         (11, "v1.14", "default", False), (12, "pr5045-fixed", "default", True),
-         (13, "pr5045", "default", True), (14, "v1.14", "binpack-first", True)]
+         (11, "v1.14", "default", False), (12, "pr5045-fixed", "default-no-shares", True),
+         (13, "pr5045", "default-no-shares", True), (14, "v1.14", "binpack-first", True)]
 
 
 @pytest.mark.parametrize("seed,prof,kind,nominated", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])

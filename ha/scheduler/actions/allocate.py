@@ -15,14 +15,24 @@ v1.14.0 (all switches off):
 
 Switches (``ssn.switches``):
 
-* ``futureidle_unpipeline`` — PR #5045 as coded: the ``unpipelineOverflowedPipelinedTasks`` pre-pass
-  (nodes in shuffled order; on a node whose Pipelined > Idle + Releasing, un-pipeline the lowest-
-  priority Pipelined tasks through ``ssn.un_pipeline`` — session and cache at once, S7 — and
-  ``denominateJob`` a job left starving). (The design document's fast-path un-pipeline was
-  deleted at the PR head; this switch models what the code does.)
+* ``overflow_unpipeline`` (deprecated name ``futureidle_unpipeline``) — PR #5045 as coded
+  (2053c7114): the ``unpipelineOverflowedPipelinedTasks`` pre-pass (nodes in shuffled order; on a
+  node whose Pipelined > Idle + Releasing, un-pipeline the lowest-priority Pipelined tasks through
+  ``ssn.un_pipeline`` — session and cache at once, S7 — and ``denominateJob`` a job left
+  starving). Only an error ``UnPipeline`` returns (``CacheError``) is logged and skipped; an assert
+  panic (``ResourceUnderflow``: the DeallocateFunc of drf / proportion subtracting a task that was
+  Pipelined before the session opened, which their ``allocated`` never counted) ends the session,
+  as it crashes Volcano.
+* ``fastpath_unpipeline`` — seed 000's Problem 2 as written (ba1e9c5bd): the nominated-node fast
+  path is taken by every task with a nomination (not only Pipelined ones); when the task does not
+  fit its nominated node's FutureIdle and is Pipelined on that node, it is un-pipelined in the
+  session only (``Statement.un_pipeline_in_session``, ba1e9c5bd's ``UnPipeline``: nothing recorded,
+  the cache keeps its reservation until a commit re-places the task) and goes through the normal
+  node scan.
 * ``pipelined_first`` — two contexts, JobPipelined jobs first (S5); worksheets hold Pipelined and
   Pending tasks, Pipelined first; the fast path is taken only for a Pipelined task with a
-  nomination (``task.nominated_node_name``); a failed Pipeline is rolled back with UnPipeline.
+  nomination (``task.nominated_node_name``; the PR head's rule, unless ``fastpath_unpipeline``);
+  a failed Pipeline is rolled back with UnPipeline.
 * ``three_way_commit`` — JobReady → commit; JobPipelined → commit (binds part of a gang, S2);
   otherwise discard.
 * ``commit_pipelined_only`` — PR #5663: the JobPipelined branch keeps only Pipeline ops
@@ -40,7 +50,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ha.scheduler.api import TaskStatus, ZERO
+from ha.scheduler.api import CacheError, TaskStatus, ZERO
 from ha.scheduler.api.types import Status, StatusCode, FitError, FitErrors, wrap_insufficient_resource_reason
 from ha.scheduler.framework.statement import Statement, StatementError
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes,
@@ -106,7 +116,7 @@ class AllocateAction:
         self.ssn = ssn
         from ha.scheduler.framework import fastpath
         self.fastpath = fastpath.for_session(ssn)
-        if _sw(ssn, "futureidle_unpipeline"):
+        if _sw(ssn, "overflow_unpipeline"):
             self.unpipeline_overflowed_pipelined_tasks()
         actx, pipeline_actx = self.build_allocate_context()
         if _sw(ssn, "pipelined_first"):
@@ -142,7 +152,7 @@ class AllocateAction:
                     break
                 try:
                     ssn.un_pipeline(task)
-                except Exception as e:  # noqa: BLE001 - Volcano logs and goes on
+                except CacheError as e:   # the error UnPipeline returns: Volcano logs and goes on
                     ssn.record_error(f"failed to unpipeline task {task.pod_key} from {name}: {e}")
                     continue
                 job = ssn.jobs.get(task.job)
@@ -156,7 +166,7 @@ class AllocateAction:
                 continue
             try:
                 ssn.un_pipeline(task)
-            except Exception as e:  # noqa: BLE001
+            except CacheError as e:   # (a panic is no error: it ends the session)
                 ssn.record_error(f"failed to denominate task {task.pod_key}: {e}")
 
     # -- context --------------------------------------------------------------------------------
@@ -240,8 +250,8 @@ class AllocateAction:
 
     def _nominated_node(self, task: Any) -> str:
         ssn = self.ssn
-        if _sw(ssn, "pipelined_first"):
-            # PR #5045: only a Pipelined task with a (transaction-context) nomination.
+        if _sw(ssn, "pipelined_first") and not _sw(ssn, "fastpath_unpipeline"):
+            # PR #5045's head: only a Pipelined task with a (transaction-context) nomination.
             if task.status != TaskStatus.PIPELINED:
                 return ""
             return task.nominated_node_name or ""
@@ -293,6 +303,10 @@ class AllocateAction:
                 if nn is not None and task.init_resreq.less_equal(future_idle_for(ssn, task, nn), ZERO):
                     predicate_nodes, fit_errors = ph.predicate_nodes(task, [nn], self.predicate,
                                                                      self.enable_predicate_error_cache)
+                elif (nn is not None and _sw(ssn, "fastpath_unpipeline")
+                      and task.status == TaskStatus.PIPELINED and task.node_name == nn.name):
+                    # seed 000, Problem 2: the stale reservation goes, the node scan decides
+                    stmt.un_pipeline_in_session(task)
             fast_sel = None
             if not predicate_nodes:
                 if self.fastpath is not None and nodes is ssn.node_list:

@@ -172,6 +172,12 @@ class Statement:
 
     unpipeline = un_pipeline
 
+    def un_pipeline_in_session(self, task: Any) -> None:
+        """ba1e9c5bd's ``UnPipeline`` (seed 000's Problem 2, switch ``fastpath_unpipeline``): the
+        session effect of un-pipelining, recorded nowhere — neither commit nor discard sees it,
+        and the cache keeps the task's reservation until a commit re-places the task."""
+        self._unpipeline(task)
+
     def _unpipeline(self, task: Any) -> None:
         job = self._job(task)
         if job is not None:
