@@ -297,10 +297,13 @@ class Incarnation:
         leader = self.is_leader()
         dry = self.cfg.mode == "shadow" and not leader
         now = self.env.clock.now()
+        # one record per task Pipelined at the end; ``new``: the session decided it (not a
+        # reservation kept from an earlier session), what repeat_pipelines counts
         for key, node in res.pipelined.items():
             owner.decisions_log.record({"t": now, "session": owner.sessions, "instance": self.name,
                                         "leader": leader, "dry_run": dry, "op": "pipeline", "pod": key,
-                                        "uid": None, "node": node, "ok": True, "error": None})
+                                        "uid": None, "node": node, "ok": True, "error": None,
+                                        "new": res.new_pipelines.get(key) == node})
         owner.sessions += 1
         owner.last_session_ms = res.duration_s * 1000.0
         owner.session_errors += len(res.errors)
