@@ -556,6 +556,7 @@ class SchedulerInstance:
                "last_session_ms": self.last_session_ms, "started_at": self.started_at,
                "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self.last_error, "cache": cache_stats,
+               "api_server": self.cfg.api_server_config().to_dict(),
                "bind_queue": len(cache.bind_queue) if cache is not None else 0,
                "informers": {k: i.stats.as_dict() if hasattr(i.stats, "as_dict") else {}
                              for k, i in self.informers.items()}}
