@@ -120,7 +120,7 @@ class Incarnation:
             profile=cfg.profile, switches=cfg.switches, scheduler_name=cfg.scheduler_name,
             default_queue=cfg.default_queue, io=self.io, bind_mode="queued", batch_num=1_000_000,
             clock=env.clock, on_fatal=lambda e: owner.fatal(f"informer handler: {e}"))
-        self.scheduler = Scheduler(self.cache, owner.scheduler_conf, seed=cfg.seed * 1_000_003 + number,
+        self.scheduler = Scheduler(self.cache, owner.new_scheduler_conf(), seed=cfg.seed * 1_000_003 + number,
                                    clock=env.clock)
         self.delivery_log = owner._open_delivery_log()
         opts = dict(cfg.informer_options)

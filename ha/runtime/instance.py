@@ -215,7 +215,6 @@ class SchedulerInstance:
         self.gc_tuning = config.gc_tuning if config.gc_tuning != "auto" else (
             "instance" if self.env.own_process else "default")
         self.rng = random.Random(f"{config.seed}:{config.name}")
-        self.scheduler_conf = _resolve_conf(config.scheduler_conf)
         self.generation = self.env.new_id()   # this process life (a Ray restart: a new one)
         self.aapi = None             # AsyncApiClient (informers, elector)
         self.sapi = None             # ApiClient (the cache's synchronous IO), chaos/retry-wrapped
@@ -248,6 +247,10 @@ class SchedulerInstance:
         self.last_error: str | None = None
         self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
         self._stale_seen: dict[str, dict[str, int]] = {}
+
+    def new_scheduler_conf(self):
+        """The scheduler configuration for a new life (resolved afresh: nothing carries over)."""
+        return _resolve_conf(self.cfg.scheduler_conf)
 
     # ============================================================================ the current life
     @property
@@ -553,6 +556,7 @@ class SchedulerInstance:
                "last_session_ms": self.last_session_ms, "started_at": self.started_at,
                "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self.last_error, "cache": cache_stats,
+               "api_server": self.cfg.api_server_config().to_dict(),
                "bind_queue": len(cache.bind_queue) if cache is not None else 0,
                "informers": {k: i.stats.as_dict() if hasattr(i.stats, "as_dict") else {}
                              for k, i in self.informers.items()}}
