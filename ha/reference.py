@@ -277,6 +277,12 @@ def _switches() -> list[str]:
 
 # -------------------------------------------------------------------------------------- metrics
 
+def _first_sentence(doc: str) -> str:
+    """A checker module's docstring up to its first blank line, joined into one line."""
+    para = doc.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in para.splitlines())
+
+
 def metrics() -> tuple[list[tuple[str, str]], str]:
     """(name, one-line definition) and where they came from."""
     try:
@@ -285,8 +291,8 @@ def metrics() -> tuple[list[tuple[str, str]], str]:
         return list(_METRICS), "DESIGN.md's table (ha/reference.py)"
     out = []
     for c in all_checkers():
-        doc = inspect.getdoc(c) or inspect.getdoc(sys.modules.get(getattr(c, "__module__", ""), None)) or ""
-        out.append((c.NAME, doc.strip().splitlines()[0] if doc.strip() else ""))
+        doc = inspect.getdoc(sys.modules.get(c.module)) or ""
+        out.append((c.name, _first_sentence(doc)))
     return out, "the checkers (ha/experiment/checkers/)"
 
 

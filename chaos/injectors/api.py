@@ -9,7 +9,10 @@ the schedule once ``set_epoch`` is called, or by the nemesis with ``activate``/`
   API server as the client sees it);
 * ``api-conflict``: with the fault's probability, do *not* make the call and raise
   ``cluster_state.errors.Conflict`` (409) -- a write that lost a race. ``bind_many`` draws per
-  binding: the losers get a Conflict in their slot, the rest are sent.
+  binding: the losers get a Conflict in their slot, the rest are sent;
+* ``crash-point``: when a write reaches the armed point of a commit (chaos/faults/crash_point.py),
+  call ``crash(point)`` — the environment's process exit — before the write (``bind_many``: after
+  its first binding), so nothing of the commit after the point happens.
 
 Draws come from ``ScheduledFault.rng(instance, "api", verb)`` (seeded per fault). Other attributes
 pass through. The wrapper pickles (the chaos object does; the inner client is created in place).
@@ -17,7 +20,9 @@ pass through. The wrapper pickles (the chaos object does; the inner client is cr
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -25,7 +30,17 @@ from typing import Any, Callable, Iterable
 from chaos.faults import API_FAULTS, VERBS
 from chaos.schedule import ScheduledFault
 
-__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "API_FAULTS"]
+__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "API_FAULTS", "exit_process"]
+
+log = logging.getLogger(__name__)
+_WRITES = frozenset(("create", "update", "update_status", "patch_annotations", "bind", "bind_many",
+                     "delete", "evict"))
+
+
+def exit_process(point: str) -> None:
+    """A SIGKILL-like crash of this process: no cleanup, no lease release, nothing flushed."""
+    log.error("crash-point %s: exiting the process", point)
+    os._exit(137)
 
 
 @dataclass
@@ -38,12 +53,15 @@ class _Act:
 
 class ApiChaos:
     def __init__(self, instance: str, faults: Iterable[ScheduledFault] = (), *,
-                 epoch: float | None = None, clock: Callable[[], float] = time.time) -> None:
+                 epoch: float | None = None, clock: Callable[[], float] = time.time,
+                 crash: Callable[[str], None] = exit_process) -> None:
         self.instance = instance
         self.clock = clock
+        self.crash = crash
+        self._evicted = False           # crash-point after-evictions: the last write evicted a pod
         self.scheduled = [sf for sf in faults if sf.name in API_FAULTS and instance in sf.targets]
         self.activations: dict[int, _Act] = {}
-        self.stats = {"calls": 0, "delayed": 0, "delay_s_total": 0.0, "conflicts": 0}
+        self.stats = {"calls": 0, "delayed": 0, "delay_s_total": 0.0, "conflicts": 0, "crashes": 0}
         if epoch is not None:
             self.set_epoch(epoch)
 
@@ -72,6 +90,32 @@ class ApiChaos:
             r = a.rngs[verb] = a.sf.rng(self.instance, "api", verb)
         return r
 
+    def crash_point(self, verb: str, args: tuple, kw: dict, n: int = 1) -> tuple[str, int] | None:
+        """``(point, writes to send first)`` when this call reaches an armed crash point: the
+        crash comes before the call (after its first binding for ``between-gang-binds``)."""
+        if verb not in _WRITES:
+            return None
+        now = self.clock()
+        armed = {a.sf.fault.get("point") for a in self.activations.values()
+                 if a.sf.name == "crash-point" and a.start <= now < a.end}
+        # an eviction is a condition write and a graceful delete of the victim (scheduler_io)
+        deleted_pod = verb == "evict" or (verb == "delete" and bool(args) and args[0] == "Pod")
+        evicted, self._evicted = self._evicted, deleted_pod
+        if not armed:
+            return None
+        if "between-gang-binds" in armed and verb == "bind_many" and n >= 2:
+            return "between-gang-binds", 1
+        if "before-nomination-write" in armed and verb == "update_status" and args \
+                and isinstance(args[0], dict) and ((args[0].get("status") or {}).get("nominatedNodeName")):
+            return "before-nomination-write", 0
+        if "after-evictions" in armed and evicted and not deleted_pod:
+            return "after-evictions", 0
+        return None
+
+    def crashed(self, point: str) -> None:
+        self.stats["crashes"] += 1
+        self.crash(point)
+
     def decide(self, verb: str, n: int = 1) -> tuple[float, list[bool]]:
         """(delay seconds, conflict flag per item) for one call of ``verb`` with ``n`` items."""
         now = self.clock()
@@ -79,7 +123,7 @@ class ApiChaos:
         conflicts = [False] * n
         self.stats["calls"] += 1
         for a in self.activations.values():
-            if not (a.start <= now < a.end) or verb not in a.sf.fault.verbs:
+            if a.sf.name == "crash-point" or not (a.start <= now < a.end) or verb not in a.sf.fault.verbs:
                 continue
             if a.sf.name == "api-latency":
                 delay = max(delay, a.sf.fault.delay.sample(self._rng(a, verb)))
@@ -138,12 +182,21 @@ class ChaosApiClient:
         def call(*args, **kw):
             if name == "bind_many":
                 items = list(args[0]) if args else list(kw.pop("bindings"))
+                crash = chaos.crash_point(name, args, kw, len(items))
+                if crash is not None:
+                    first, kw1 = _survivors(items, [i >= crash[1] for i in range(len(items))], kw)
+                    if first:
+                        attr(first, *args[1:], **kw1)
+                    chaos.crashed(crash[0])
                 delay, lose = chaos.decide(name, len(items))
                 if delay > 0:
                     self._sleep(delay)
                 send, kw = _survivors(items, lose, kw)
                 got = iter(attr(send, *args[1:], **kw) if send else [])
                 return [_conflict("bind", tuple(b), {}) if c else next(got) for b, c in zip(items, lose)]
+            crash = chaos.crash_point(name, args, kw)
+            if crash is not None:
+                chaos.crashed(crash[0])
             delay, lose = chaos.decide(name)
             if delay > 0:
                 self._sleep(delay)
@@ -164,12 +217,21 @@ class AsyncChaosApiClient(ChaosApiClient):
         async def call(*args, **kw):
             if name == "bind_many":
                 items = list(args[0]) if args else list(kw.pop("bindings"))
+                crash = chaos.crash_point(name, args, kw, len(items))
+                if crash is not None:
+                    first, kw1 = _survivors(items, [i >= crash[1] for i in range(len(items))], kw)
+                    if first:
+                        await attr(first, *args[1:], **kw1)
+                    chaos.crashed(crash[0])
                 delay, lose = chaos.decide(name, len(items))
                 if delay > 0:
                     await asyncio.sleep(delay)
                 send, kw = _survivors(items, lose, kw)
                 got = iter(await attr(send, *args[1:], **kw) if send else [])
                 return [_conflict("bind", tuple(b), {}) if c else next(got) for b, c in zip(items, lose)]
+            crash = chaos.crash_point(name, args, kw)
+            if crash is not None:
+                chaos.crashed(crash[0])
             delay, lose = chaos.decide(name)
             if delay > 0:
                 await asyncio.sleep(delay)

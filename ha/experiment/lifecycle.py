@@ -349,7 +349,8 @@ class LiveLifecycle:
                     if slot.alive:
                         log.info("instance %s is gone: %s", name, e)
                         slot.alive = False
-                        self.record_life(self.now(), name, "crash", error=str(e)[:200])
+                        self.record_life(self.now(), name, "crash", error=str(e)[:200],
+                                         was_leader=self.leader == name)
             if data is not None:
                 slot.last_stats = data.get("stats") or {}
             out.append(Observation(name=name, generation=slot.generation,

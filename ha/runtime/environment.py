@@ -72,6 +72,7 @@ class Environment(Protocol):
                        pending: Callable[[], bool] | None = None) -> PollingWorker: ...
     def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]: ...
     def new_id(self) -> str: ...
+    def crash(self, reason: str) -> None: ...
 
 
 class _ThreadSerialWorker:
@@ -173,3 +174,11 @@ class LiveEnvironment:
 
     def new_id(self) -> str:
         return uuid.uuid4().hex[:8]
+
+    def crash(self, reason: str) -> None:
+        """The process dies at once, SIGKILL-like (chaos crash-point): only in a process of the
+        instance's own; in-process (tests, e2e bench) it raises instead of killing the caller."""
+        if not self.own_process:
+            raise RuntimeError(f"crash-point {reason}: not in a process of its own")
+        from chaos.injectors.api import exit_process
+        exit_process(reason)

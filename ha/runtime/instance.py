@@ -323,7 +323,8 @@ class SchedulerInstance:
         if any(sf.name in API_FAULTS for sf in self.cfg.chaos_faults) or self.chaos.api_chaos is not None:
             from chaos.injectors.api import ApiChaos, ChaosApiClient
             if self.chaos.api_chaos is None:
-                self.chaos.set_api_chaos(ApiChaos(self.cfg.name, self.cfg.chaos_faults))
+                self.chaos.set_api_chaos(ApiChaos(self.cfg.name, self.cfg.chaos_faults,
+                                                  clock=self.env.clock.now, crash=self.env.crash))
             api = ChaosApiClient(api, self.chaos.api_chaos)
         if self.cfg.retry_outages_s > 0:
             from chaos.retry import RetryingApiClient

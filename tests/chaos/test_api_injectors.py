@@ -107,3 +107,67 @@ async def test_async_client_latency_and_conflict_windows(api, aapi):
     assert chaos.stats["delayed"] == 1
     with pytest.raises(Conflict):
         await c.create(make_pod("b"))
+
+
+# ------------------------------------------------------------------------- crash-point
+
+def _armed(point, crashes):
+    s = sched({"at": 0, "fault": "crash-point", "target": I1, "point": point})
+    return ApiChaos(I1, s.faults, epoch=time.time(), crash=crashes.append)
+
+
+def test_crash_before_the_nomination_write_sends_nothing(api):
+    crashes: list[str] = []
+    chaos = _armed("before-nomination-write", crashes)
+    c = ChaosApiClient(api, chaos)
+    api.create(make_pod("p"))
+    pod = api.get("Pod", "p", NS)
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    c.update_status(pod)                            # a status write without a nomination: sent
+    assert crashes == []
+    pod = api.get("Pod", "p", NS)
+    pod["status"]["nominatedNodeName"] = "node-1"
+    c.update_status(pod)                            # the recording crash returns: the write goes on
+    assert crashes == ["before-nomination-write"] and chaos.stats["crashes"] == 1
+
+
+def test_crash_after_the_evictions_comes_before_the_next_write(api):
+    crashes: list[str] = []
+    chaos = _armed("after-evictions", crashes)
+    c = ChaosApiClient(api, chaos)
+    for n in ("v1", "v2", "p"):
+        api.create(make_pod(n))
+    c.delete("Pod", "v1", NS)
+    c.delete("Pod", "v2", NS)                       # evictions in a row: no crash yet
+    assert crashes == []
+    c.patch_annotations("Pod", "p", NS, {"x": "y"})
+    assert crashes == ["after-evictions"]
+
+
+def test_crash_between_gang_binds_binds_only_the_first(api):
+    crashes: list[str] = []
+
+    def crash(point):
+        crashes.append(point)
+        raise SystemExit(137)                       # the process would be gone here
+
+    s = sched({"at": 0, "fault": "crash-point", "target": I1, "point": "between-gang-binds"})
+    c = ChaosApiClient(api, ApiChaos(I1, s.faults, epoch=time.time(), crash=crash))
+    for n in ("g-0", "g-1", "g-2"):
+        api.create(make_pod(n))
+    with pytest.raises(SystemExit):
+        c.bind_many([(NS, n, "node-1") for n in ("g-0", "g-1", "g-2")])
+    assert crashes == ["between-gang-binds"]
+    bound = {n: api.get("Pod", n, NS)["spec"].get("nodeName") for n in ("g-0", "g-1", "g-2")}
+    assert bound == {"g-0": "node-1", "g-1": None, "g-2": None} or \
+        bound == {"g-0": "node-1", "g-1": "", "g-2": ""}
+
+
+def test_an_unarmed_crash_point_does_nothing(api):
+    crashes: list[str] = []
+    s = sched({"at": "60m", "fault": "crash-point", "target": I1, "point": "between-gang-binds"})
+    c = ChaosApiClient(api, ApiChaos(I1, s.faults, epoch=time.time(), crash=crashes.append))
+    for n in ("h-0", "h-1"):
+        api.create(make_pod(n))
+    c.bind_many([(NS, n, "node-1") for n in ("h-0", "h-1")])
+    assert crashes == []

@@ -106,6 +106,7 @@ EXPECTED = {
     "pause": [("pause", S2), ("resume", S2)],
     "api-latency": [("api.activate", S1, 0), ("api.deactivate", S1, 0)],
     "api-conflict": [("api.activate", n, 0) for n in INSTANCES] + [("api.deactivate", n, 0) for n in INSTANCES],
+    "crash-point": [("api.activate", S2, 0), ("api.deactivate", S2, 0)],
     "redis-restart": [("redis_restart", 2.0)],
     "clock-rate": [("set_clock_rate", S2, 2.0), ("set_clock_rate", S2, 1.0)],
 }
@@ -132,7 +133,7 @@ def test_registry_has_every_fault_of_the_design_in_order():
 
 def test_derived_views_agree_with_the_packages():
     assert WATCH_FAULTS == {"watch-delay", "watch-stall", "watch-reorder", "watch-expire"}
-    assert API_FAULTS == {"api-latency", "api-conflict"}
+    assert API_FAULTS == {"api-latency", "api-conflict", "crash-point"}
     assert SELF_DRIVEN == WATCH_FAULTS | API_FAULTS
     # point faults: drawn as markers, fired once (the report's and the schedule's view agree)
     assert set(FAULTS) - WINDOWED == {"watch-expire", "kill", "redis-restart"}
@@ -186,6 +187,8 @@ BAD = [
     ("api-latency", {"delay": "5ms", "verbs": ["bind", "jump"]}, "chaos[0].verbs", "unknown verb 'jump'"),
     ("api-conflict", {}, "chaos[0]", "fault api-conflict needs probability"),
     ("api-conflict", {"probability": -0.1}, "chaos[0].probability", "must be ≥ 0"),
+    ("crash-point", {"target": "leader"}, "chaos[0]", "fault crash-point needs point"),
+    ("crash-point", {"target": "leader", "point": "mid-session"}, "chaos[0].point", "after-evictions"),
     ("redis-restart", {"target": "leader"}, "chaos[0]", "fault redis-restart does not take target (it takes for)"),
     ("clock-rate", {"target": "leader"}, "chaos[0]", "fault clock-rate needs rate"),
     ("clock-rate", {"target": "leader", "rate": -2}, "chaos[0].rate", "must be > 0"),
