@@ -292,6 +292,42 @@ class JobInfo:
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available
 
+    # ---- network topology (job_info.go:1197-1338; no sub-group policies: the default sub-job
+    # carries the PodGroup's networkTopology) ----------------------------------------------------
+    def network_topology(self) -> dict | None:
+        """``spec.networkTopology`` of the PodGroup, or None. A missing ``mode`` key reads as the
+        CRD default ``hard``; an explicit ``""`` stays ``""`` (neither hard nor soft)."""
+        if self.pod_group is None:
+            return None
+        nt = (self.pod_group.get("spec") or _EMPTY).get("networkTopology")
+        return nt if isinstance(nt, dict) else None
+
+    def with_network_topology(self) -> bool:
+        return self.network_topology() is not None
+
+    contains_network_topology = with_network_topology
+
+    def is_hard_topology_mode(self) -> tuple[bool, int]:
+        """(hard, highestTierAllowed): hard needs a non-nil highestTierAllowed."""
+        nt = self.network_topology()
+        if nt is None or nt.get("highestTierAllowed") is None:
+            return False, 0
+        return nt.get("mode", "hard") == "hard", int(nt["highestTierAllowed"])
+
+    def is_soft_topology_mode(self) -> bool:
+        nt = self.network_topology()
+        return nt is not None and nt.get("mode", "hard") == "soft"
+
+    def contains_hard_topology(self) -> bool:
+        return self.is_hard_topology_mode()[0]
+
+    def pending_min_resources(self) -> Resource:
+        """The default sub-job's ``GetMinResources``: Σ InitResreq of its Pending tasks."""
+        r = Resource()
+        for t in (self.task_status_index.get(TaskStatus.PENDING) or _EMPTY).values():
+            r.add(t.init_resreq)
+        return r
+
     def is_pending(self) -> bool:
         return self.pod_group is None or self.pod_group_phase in (PodGroupPhase.PENDING, "")
 
