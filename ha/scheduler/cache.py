@@ -962,6 +962,7 @@ class SchedulerCache:
                 cj = self.jobs.get(job.uid)
                 if cj is not None:
                     cj.allocated_hyper_node = job.allocated_hyper_node
+                    cj.sub_job_allocated_hyper_node = job.sub_job_allocated_hyper_node
         self.record_job_status_event(job, update_pg)
         return job
 

@@ -60,7 +60,7 @@ class JobInfo:
         "job_fit_errors", "nodes_fit_errors", "task_status_index", "tasks", "task_min_available",
         "task_min_available_total", "allocated", "total_request", "creation_timestamp", "pod_group",
         "schedule_start_timestamp", "preemptable", "revocable_zone", "budget", "allocated_hyper_node",
-        "__weakref__",
+        "sub_job_allocated_hyper_node", "__weakref__",
     )
 
     def __init__(self, uid: str, *tasks: TaskInfo):
@@ -87,6 +87,8 @@ class JobInfo:
         self.revocable_zone = ""
         self.budget = DisruptionBudget()
         self.allocated_hyper_node = ""
+        # the default sub-job's AllocatedHyperNode (Go keeps it apart from the job's)
+        self.sub_job_allocated_hyper_node = ""
         for t in tasks:
             self.add_task_info(t)
 
@@ -256,6 +258,7 @@ class JobInfo:
         info.revocable_zone = self.revocable_zone
         info.budget = self.budget.clone()
         info.allocated_hyper_node = self.allocated_hyper_node
+        info.sub_job_allocated_hyper_node = self.sub_job_allocated_hyper_node
         for t in self.tasks.values():
             info.add_task_info(t.clone())
         return info
