@@ -188,7 +188,14 @@ class HyperNodeInfoMap(dict):
 
     def _parent_by_members(self, name: str) -> str:
         """``getParent``: a higher-tier hypernode listing ``name`` as an exact HyperNode member
-        (used before the tree is built); the first by name, for determinism."""
+        (used before the tree is built); the first by name, for determinism. Memoised: a map is
+        built once (the cache's tree, a session's copy) and its members do not change after."""
+        memo = self.__dict__.setdefault("_parent_memo", {})
+        if name not in memo:
+            memo[name] = self._scan_parent(name)
+        return memo[name]
+
+    def _scan_parent(self, name: str) -> str:
         tier = self[name].tier if name in self else -1
         for hn_name in sorted(self):
             hn = self[hn_name]
@@ -212,6 +219,10 @@ class HyperNodeInfoMap(dict):
 
     def clone(self) -> "HyperNodeInfoMap":
         return HyperNodeInfoMap({k: v.clone() for k, v in self.items()})
+
+    def __setitem__(self, key: str, value: HyperNodeInfo) -> None:
+        self.__dict__.pop("_parent_memo", None)
+        super().__setitem__(key, value)
 
 
 # -- HyperNodesInfo -----------------------------------------------------------------------------------
@@ -238,11 +249,11 @@ class HyperNodesInfo:
     def update_hyper_node(self, obj: Mapping[str, Any], nodes: Mapping[str, Mapping[str, str]]) -> None:
         name = (obj.get("metadata") or _EMPTY).get("name", "")
         self.objects[name] = dict(obj)
-        self.rebuild(nodes)
+        self.rebuild(nodes, changed=name)
 
     def delete_hyper_node(self, name: str, nodes: Mapping[str, Mapping[str, str]]) -> None:
         self.objects.pop(name, None)
-        self.rebuild(nodes)
+        self.rebuild(nodes, changed=name)
 
     def node_changed(self, name: str, labels: Mapping[str, str] | None,
                      nodes: Mapping[str, Mapping[str, str]]) -> None:
@@ -274,8 +285,12 @@ class HyperNodesInfo:
         if touched:
             self._refresh_real_nodes(touched)
 
-    def rebuild(self, nodes: Mapping[str, Mapping[str, str]]) -> None:
-        """Resolve every hypernode from the objects: tiers, parent/children, real nodes."""
+    def rebuild(self, nodes: Mapping[str, Mapping[str, str]], changed: str | None = None) -> None:
+        """Resolve the hypernodes from the objects: tiers, parent/children, real nodes. With
+        ``changed``, only that hypernode's Node members are matched against the nodes again (the
+        others' matches are kept: they change only through :meth:`node_changed`)."""
+        if self.injected:
+            changed = None
         self.injected = False
         hns = HyperNodeInfoMap()
         for name in sorted(self.objects):
@@ -300,13 +315,17 @@ class HyperNodesInfo:
         self.set_by_tier = {}
         for name in sorted(self.objects):
             self.set_by_tier.setdefault(hns[name].tier, set()).add(name)
-        self._direct = {}
+        direct = {}
         for name in sorted(self.objects):
+            if changed is not None and name != changed and name in self._direct:
+                direct[name] = self._direct[name]
+                continue
             got: set[str] = set()
             for m in hns[name].members:
                 if m.get("type") == MEMBER_NODE:
                     got |= get_members(m.get("selector") or _EMPTY, nodes)
-            self._direct[name] = got
+            direct[name] = got
+        self._direct = direct
         self.real_nodes = {}
         if not cyc:
             self._refresh_real_nodes(sorted(self.objects))
@@ -317,7 +336,10 @@ class HyperNodesInfo:
         """Recompute the real-node sets of ``changed`` and all their ancestors (children first)."""
         todo: set[str] = set()
         for n in changed:
-            todo.update(self.hyper_nodes.get_ancestors(n))
+            while n and n not in todo:     # the tree is built: follow the parent links
+                todo.add(n)
+                hn = self.hyper_nodes.get(n)
+                n = hn.parent if hn is not None else ""
         memo: dict[str, frozenset[str]] = {}
 
         def resolve(name: str, depth: int = 0) -> frozenset[str]:
