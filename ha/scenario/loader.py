@@ -484,6 +484,7 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
             if strict and val and val not in node_names:
                 raise ctx.err(f"{p}pods[{i}].{fld}", f"unknown node {val!r}")
         out.pods.append(o)
+    parse_hypernodes(ctx, spec, out, prefix)
     return out
 
 
@@ -688,7 +689,6 @@ def load_scenario(path: str | Path, data: Any = None) -> Scenario:
     kind = _one_of(ctx, d.get("kind", "action"), "kind", KNOWN_KINDS)
     # unit scenarios (NodeInfo / cache cases) may name objects their prose steps create
     objects = build_objects(ctx, d, strict=(kind == "action"))
-    parse_hypernodes(ctx, d, objects)
     plugins = _obj(ctx, d.get("plugins") or {}, "plugins")
     if kind == "unit":
         # unit scenarios describe steps in prose; only their cluster is structural
