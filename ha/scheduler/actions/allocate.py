@@ -297,6 +297,8 @@ class AllocateAction:
             return None, ""
         snapshot = job.sub_job_allocated_hyper_node       # recorder.SnapshotSubJobStatus
         top = ssn.hyper_nodes.get(CLUSTER_TOP_HYPERNODE)
+        if top is None:   # a session not opened by open_session has no hypernode view
+            return None, ""
         for gradient in ssn.hyper_node_gradient_for_job_fn(job, top):
             backups: dict[str, Statement] = {}
             remains: dict[str, PriorityQueue] = {}

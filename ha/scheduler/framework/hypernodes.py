@@ -88,19 +88,40 @@ def _add_cluster_top(ssn: Any) -> None:
 
 
 def _remove_invalid_allocated_hyper_node(ssn: Any, job: Any) -> None:
-    if job.allocated_hyper_node and (job.allocated_hyper_node not in ssn.hyper_nodes
-                                     or job.allocated_task_num() == 0):
-        job.allocated_hyper_node = ""
-        ssn.mark_job_dirty(job.uid)
+    for attr in ("allocated_hyper_node", "sub_job_allocated_hyper_node"):
+        hn = getattr(job, attr)
+        if hn and (hn not in ssn.hyper_nodes or job.allocated_task_num() == 0):
+            setattr(job, attr, "")
+            ssn.mark_job_dirty(job.uid)
 
 
 def _recover_allocated_hyper_node(ssn: Any, job: Any, known: set[str]) -> None:
-    if not job.with_network_topology() or job.allocated_hyper_node:
+    """The default sub-job's hypernode from its allocated tasks' nodes, then the job's (the LCA of
+    its sub-jobs': here the one sub-job's)."""
+    if not job.with_network_topology():
         return
+    updated = False
+    if not job.sub_job_allocated_hyper_node:
+        best = _minimum_hyper_node(ssn, job, known)
+        if best:
+            job.sub_job_allocated_hyper_node = best
+            ssn.mark_job_dirty(job.uid)
+            updated = True
+    if not job.allocated_hyper_node or updated:
+        lca = job.sub_job_allocated_hyper_node
+        if lca != job.allocated_hyper_node:
+            job.allocated_hyper_node = lca
+            ssn.mark_job_dirty(job.uid)
+
+
+def _minimum_hyper_node(ssn: Any, job: Any, known: set[str]) -> str:
+    """The hypernode with the fewest real nodes among those holding every allocated task's node
+    ("" when a task's node is under none)."""
     found: set[str] | None = None
-    for st, tasks in job.task_status_index.items():
+    for st in sorted(job.task_status_index, key=int):
         if not allocated_status(st):
             continue
+        tasks = job.task_status_index[st]
         for uid in sorted(tasks):
             task = tasks[uid]
             if not task.node_name:
@@ -108,19 +129,15 @@ def _recover_allocated_hyper_node(ssn: Any, job: Any, known: set[str]) -> None:
             search = known if found is None else found
             found = {hn for hn in search if task.node_name in ssn.real_nodes_set.get(hn, ())}
             if not found:
-                break
-        if found is not None and not found:
-            break
+                return ""
     if not found:
-        return
+        return ""
     best, size = CLUSTER_TOP_HYPERNODE, math.inf
     for hn in sorted(found):
         n = len(ssn.real_nodes_set.get(hn, ()))
         if n < size:
             best, size = hn, n
-    if best != job.allocated_hyper_node:
-        job.allocated_hyper_node = best
-        ssn.mark_job_dirty(job.uid)
+    return best
 
 
 # -- util ---------------------------------------------------------------------------------------------

@@ -176,7 +176,8 @@ class Session:
         self.nodes_in_shard: set[str] | None = None
         self.hyper_nodes_ready_to_schedule = False
         # hypernodes (framework/hypernodes.py fills them at open)
-        self.hyper_nodes: Any = {}
+        from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
+        self.hyper_nodes: HyperNodeInfoMap = HyperNodeInfoMap()
         self.hyper_nodes_set_by_tier: dict[int, set[str]] = {}
         self.hyper_node_tier_name_map: dict[str, int] = {}
         self.hyper_nodes_tiers: list[int] = []
