@@ -144,3 +144,20 @@ def test_label_tiers_build_hypernodes_when_the_cluster_has_none():
     cache.add_hyper_node(hyper_node_object("real", 1, [exact("n1")]))
     ssn = session(cache, conf(tiers=[[{"name": PLUGIN_NAME}]]))
     assert set(ssn.hyper_nodes) == {"real", CLUSTER_TOP_HYPERNODE} and not ssn.plugins[PLUGIN_NAME].labels_built
+
+
+def test_gang_eviction_domains_are_the_hypernodes():
+    """Seed 001's GangSearchSpaceFn takes its domains from the session's HyperNodes (objects here,
+    no labels): tier <= highestTierAllowed, the cluster top when the bound reaches it."""
+    from ha.scheduler.framework.gang_eviction import PURPOSE_ALLOCATE, PURPOSE_EVICT
+    ssn, p, _ = cluster(pods=[pod("g-0", "g", 1000), pod("g-1", "g", 1000)], pgs=[topo_pg("g", 2, tier=2)])
+    job = ssn.jobs["ns/g"]
+    ev = ssn.gang_valid_domains(job, PURPOSE_EVICT)
+    assert ev.hard and ev.names == ["s0", "s1", "s2"]
+    assert [sorted(n.name for n in d) for d in ev] == [["a1", "a2"], ["b1", "b2"], ["a1", "a2", "b1", "b2"]]
+    # with enabledHyperNodeGradient on, allocate follows v1.14.0's gradients, not these domains
+    assert ssn.gang_valid_domains(job, PURPOSE_ALLOCATE) == []
+    job.pod_group["spec"]["networkTopology"]["highestTierAllowed"] = 3
+    assert ssn.gang_valid_domains(job, PURPOSE_EVICT).names == ["s0", "s1", "s2"]   # top K = 3
+    p.evict_top_k = 5
+    assert ssn.gang_valid_domains(job, PURPOSE_EVICT).names[-1] == "cluster"
