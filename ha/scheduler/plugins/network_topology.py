@@ -218,6 +218,7 @@ class NetworkTopologyPlugin:
         self.min_tier = self.max_tier = 0
         self.resources: dict[str, _ResourceStatus] = {}
         self.node_hyper_nodes: dict[str, list[str]] = {}
+        self.node_tiers: dict[str, dict[int, str]] = {}
         self.labels_built = False
         self.gradient_enabled = False
         self.hyper_nodes: list[HyperNode] = []
@@ -250,6 +251,7 @@ class NetworkTopologyPlugin:
     def on_session_close(self, ssn: Any) -> None:
         self.resources = {}
         self.node_hyper_nodes = {}
+        self.node_tiers = {}
         self.hyper_nodes = []
 
     def _install_label_hyper_nodes(self, ssn: Any) -> None:
@@ -266,6 +268,13 @@ class NetworkTopologyPlugin:
     def _init_resources(self, ssn: Any) -> None:
         self.resources = {}
         self.node_hyper_nodes = {}
+        # node -> {tier: hypernode} over the tier sets (which may name hypernodes the info map
+        # lacks: the Go harness injects them so); the first name wins a tier
+        self.node_tiers = {}
+        for tier in sorted(ssn.hyper_nodes_set_by_tier):
+            for hn in sorted(ssn.hyper_nodes_set_by_tier[tier]):
+                for name in ssn.real_nodes_set.get(hn, ()):
+                    self.node_tiers.setdefault(name, {}).setdefault(tier, hn)
         for hn in sorted(ssn.hyper_nodes):
             st = _ResourceStatus(Resource(), Resource(), Resource(), Resource())
             for name in ssn.real_nodes_set.get(hn, ()):
@@ -339,13 +348,10 @@ class NetworkTopologyPlugin:
         return ZERO_SCORE
 
     def _lowest_hyper_node(self, ssn: Any, node: str) -> str:
+        """``util.FindHyperNodeForNode``: the node's hypernode of the lowest tier."""
         if not ssn.hyper_nodes_tiers:
             return ""
-        low = ssn.hyper_nodes_set_by_tier.get(ssn.hyper_nodes_tiers[0], ())
-        for hn in sorted(self.node_hyper_nodes.get(node, ())):
-            if hn in low:
-                return hn
-        return ""
+        return self.node_tiers.get(node, {}).get(ssn.hyper_nodes_tiers[0], "")
 
     def batch_node_order_fn(self, ssn: Any, task: Any, nodes: list[Any]) -> dict[str, float]:
         job = ssn.jobs.get(task.job)
@@ -389,8 +395,7 @@ class NetworkTopologyPlugin:
         per_hn: dict[str, float] = {}
         out: dict[str, float] = {}
         for n in nodes:
-            mine = {ssn.hyper_nodes[h].tier: h for h in sorted(self.node_hyper_nodes.get(n.name, ()), reverse=True)
-                    if h in ssn.hyper_nodes}
+            mine = self.node_tiers.get(n.name, {})
             total = 0.0
             for t, w in weights.items():
                 hn = mine.get(t)
