@@ -27,7 +27,7 @@ from ha.scheduler.api.job_info import PodGroupPhase, copy_object
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION, HyperNodesInfo
 from ha.scheduler.profiles import Switches, profile
 
-__all__ = ["SchedulerCache", "BindContext"]
+__all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,11 @@ def _same_request(prev: TaskInfo | None, pod: dict) -> Any:
                        or a.get("overhead") != b.get("overhead")):
         return None
     return prev.init_resreq.clone()
+
+
+# informer kind -> the cache's handler stem (add_<stem> / update_<stem> / delete_<stem>)
+HANDLER_STEMS: dict[str, str] = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
+                                 "PriorityClass": "priority_class", "HyperNode": "hyper_node"}
 
 
 class SchedulerCache:
@@ -128,6 +133,13 @@ class SchedulerCache:
             "refreshed_pods": 0,
         }
         self.errors: list[str] = []  # recent error messages (bounded), like klog.Errorf lines
+
+    def handlers(self, kind: str) -> tuple[Any, Any, Any]:
+        """(add, update or None, delete) for an informer of ``kind`` (see HANDLER_STEMS)."""
+        stem = HANDLER_STEMS.get(kind)
+        if stem is None:
+            raise KeyError(f"the scheduler cache has no handlers for kind {kind!r}; known: {', '.join(HANDLER_STEMS)}")
+        return (getattr(self, f"add_{stem}"), getattr(self, f"update_{stem}", None), getattr(self, f"delete_{stem}"))
 
     # ==== helpers ================================================================================
     def _error(self, msg: str) -> None:

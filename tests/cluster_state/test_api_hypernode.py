@@ -70,10 +70,7 @@ def _wait(pred, what, timeout=30.0):
 
 class _Handlers:
     def __init__(self, cache, kind):
-        name = {"Node": "node", "HyperNode": "hyper_node"}[kind]
-        self._add = getattr(cache, f"add_{name}")
-        self._update = getattr(cache, f"update_{name}")
-        self._delete = getattr(cache, f"delete_{name}")
+        self._add, self._update, self._delete = cache.handlers(kind)
 
     def on_add(self, obj, is_initial_list=False):
         self._add(obj)

@@ -158,3 +158,15 @@ def test_info_map_parent_by_members_before_the_tree_is_built():
                            "b": HyperNodeInfo("b", 2, hyper_node=hyper_node_object("b", 2, [exact("a", "HyperNode")]))})
     assert hm.get_ancestors("a") == ["a", "b"]
     assert hm.get_lca_hyper_node("a", "b") == "b" and hm.get_lca_hyper_node("a", "zz") == ""
+
+
+def test_cache_handlers_by_kind():
+    cache, _ = make_cache()
+    add, update, delete = cache.handlers("HyperNode")
+    add(hyper_node_object("s9", 1, [exact("x")]))
+    assert cache.hyper_nodes_info.real_nodes["s9"] == frozenset({"x"})
+    delete(hyper_node_object("s9", 1))
+    assert "s9" not in cache.hyper_nodes_info.real_nodes
+    import pytest
+    with pytest.raises(KeyError, match="Lease"):
+        cache.handlers("Lease")
