@@ -170,3 +170,64 @@ def test_cache_handlers_by_kind():
     import pytest
     with pytest.raises(KeyError, match="Lease"):
         cache.handlers("Lease")
+
+
+def test_incremental_re_resolution_equals_a_fresh_build():
+    """Random node and hypernode events: the incrementally kept tree always equals the one a fresh
+    cache builds from the final objects (and it can differ: the check is not vacuous)."""
+    import random
+    rng = random.Random(5)
+    names = [f"n{i}" for i in range(12)]
+    racks = ["r0", "r1", "r2"]
+
+    def random_hn(i):
+        kind = rng.choice(["exact", "regex", "label"])
+        if kind == "exact":
+            m = exact(rng.choice(names))
+        elif kind == "regex":
+            m = regex(f"^n{rng.randint(0, 1)}")
+        else:
+            m = label(rack=rng.choice(racks))
+        return hyper_node_object(f"h{i}", 1, [m])
+
+    non_trivial = 0
+    for trial in range(20):
+        cache, _ = make_cache()
+        nodes: dict = {}
+        hns: dict = {}
+        for _ in range(40):
+            r = rng.random()
+            if r < 0.35:
+                n = rng.choice(names)
+                nodes[n] = labelled(n, rack=rng.choice(racks))
+                cache.add_node(nodes[n])
+            elif r < 0.5 and nodes:
+                n = rng.choice(sorted(nodes))
+                cache.delete_node(nodes.pop(n))
+            elif r < 0.8:
+                i = rng.randint(0, 4)
+                hns[f"h{i}"] = random_hn(i)
+                cache.add_hyper_node(hns[f"h{i}"])
+            elif r < 0.9:   # may list itself: a cycle, which must read the same both ways
+                top = hyper_node_object("top", 2, [exact(h, "HyperNode") for h in sorted(hns)[:3]])
+                hns["top"] = top
+                cache.add_hyper_node(top)
+            elif hns:
+                h = rng.choice(sorted(hns))
+                cache.delete_hyper_node(hns.pop(h))
+        fresh, _ = make_cache(nodes=list(nodes.values()))
+        for h in hns.values():
+            fresh.add_hyper_node(h)
+        a, b = cache.hyper_nodes_info, fresh.hyper_nodes_info
+        assert a.real_nodes == b.real_nodes, trial
+        assert a.set_by_tier == b.set_by_tier and a.ready == b.ready
+        assert {k: (v.parent, v.children) for k, v in a.hyper_nodes.items()} == \
+               {k: (v.parent, v.children) for k, v in b.hyper_nodes.items()}
+        non_trivial += any(a.real_nodes.values()) and a.ready
+    assert non_trivial >= 10
+    # the comparison sees a difference when one exists: a node event the info missed
+    cache, _ = make_cache(nodes=[labelled("n1", rack="r0")])
+    cache.add_hyper_node(hyper_node_object("h", 1, [label(rack="r0")]))
+    fresh, _ = make_cache(nodes=[labelled("n1", rack="r0"), labelled("n2", rack="r0")])
+    fresh.add_hyper_node(hyper_node_object("h", 1, [label(rack="r0")]))
+    assert cache.hyper_nodes_info.real_nodes != fresh.hyper_nodes_info.real_nodes

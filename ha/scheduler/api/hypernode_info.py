@@ -242,6 +242,7 @@ class HyperNodesInfo:
         self._direct: dict[str, set[str]] = {}
         self.ready = True
         self.error = ""
+        self._cyclic = False
         # True when set_by_tier / real_nodes were injected verbatim (the Go unit-test harness)
         self.injected = False
 
@@ -282,7 +283,7 @@ class HyperNodesInfo:
             if want != (name in direct):
                 (direct.add if want else direct.discard)(name)
                 touched.append(hn_name)
-        if touched:
+        if touched and not self._cyclic:
             self._refresh_real_nodes(touched)
 
     def rebuild(self, nodes: Mapping[str, Mapping[str, str]], changed: str | None = None) -> None:
@@ -327,7 +328,8 @@ class HyperNodesInfo:
             direct[name] = got
         self._direct = direct
         self.real_nodes = {}
-        if not cyc:
+        self._cyclic = bool(cyc)
+        if not cyc:   # a cycle leaves no real-node sets (nothing to schedule on until it is fixed)
             self._refresh_real_nodes(sorted(self.objects))
         self.error = "; ".join(errors)
         self.ready = not errors
@@ -373,6 +375,7 @@ class HyperNodesInfo:
         self._direct = {}
         self.ready = True
         self.error = ""
+        self._cyclic = False
 
     # ---- views --------------------------------------------------------------------------------
     def tier_name_map(self) -> dict[str, int]:
