@@ -58,9 +58,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
 from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
 from ha.scheduler.framework.events import Event, EventHandler, NodeScore, ValidateResult
 from ha.scheduler.framework.fit import FitError, as_fit_error
+from ha.scheduler.framework.hypernodes import open_hyper_nodes
 from ha.scheduler.framework.util import PriorityQueue, compare_task
 
 log = logging.getLogger(__name__)
@@ -176,7 +178,6 @@ class Session:
         self.nodes_in_shard: set[str] | None = None
         self.hyper_nodes_ready_to_schedule = False
         # hypernodes (framework/hypernodes.py fills them at open)
-        from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
         self.hyper_nodes: HyperNodeInfoMap = HyperNodeInfoMap()
         self.hyper_nodes_set_by_tier: dict[int, set[str]] = {}
         self.hyper_node_tier_name_map: dict[str, int] = {}
@@ -1060,7 +1061,6 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
     else:
         ssn.node_list = [ssn.nodes[n] if isinstance(n, str) else n for n in names
                          if (n in ssn.nodes if isinstance(n, str) else True)]
-    from ha.scheduler.framework.hypernodes import open_hyper_nodes
     open_hyper_nodes(ssn, snapshot)
     ssn.queues = snapshot.queues
     ssn.namespace_info = getattr(snapshot, "namespace_info", {}) or {}
