@@ -31,6 +31,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
     KindInfo("Queue", "scheduling.volcano.sh/v1beta1", False),
     KindInfo("PriorityClass", "scheduling.k8s.io/v1", False),
     KindInfo("Lease", "coordination.k8s.io/v1", True),
+    KindInfo("HyperNode", "topology.volcano.sh/v1alpha1", False),
 )}
 
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
@@ -296,6 +297,8 @@ def _pg_spec(v: _V, spec: dict) -> None:
         spec["priorityClassName"] = v.str(spec["priorityClassName"], "spec.priorityClassName")
     if "minResources" in spec:
         spec["minResources"] = v.resources(spec["minResources"], "spec.minResources", nullable=True)
+    if spec.get("networkTopology") is not None:
+        spec["networkTopology"] = _network_topology(v, spec["networkTopology"], "spec.networkTopology")
 
 
 def _pg_status(v: _V, st: dict) -> None:
@@ -337,6 +340,101 @@ def _lease_spec(v: _V, spec: dict) -> None:
             v.num(spec[f], f"spec.{f}")
 
 
+MEMBER_TYPES = ("Node", "HyperNode")
+SELECTOR_KINDS = ("exactMatch", "regexMatch", "labelMatch")
+LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+NETWORK_TOPOLOGY_MODES = ("hard", "soft", "")
+
+
+def _label_selector(v: _V, sel: object, path: str) -> dict:
+    """A metav1.LabelSelector: matchLabels (string map) and matchExpressions."""
+    sel = dict(v.map(sel, path))
+    for k in sel:
+        if k not in ("matchLabels", "matchExpressions"):
+            v.fail(f"{path}.{k}", "unknown field; a label selector has matchLabels and matchExpressions")
+    if "matchLabels" in sel:
+        sel["matchLabels"] = v.str_map(sel["matchLabels"], f"{path}.matchLabels")
+    exprs = []
+    for i, e in enumerate(v.list(sel.get("matchExpressions"), f"{path}.matchExpressions")):
+        p = f"{path}.matchExpressions[{i}]"
+        e = dict(v.map(e, p))
+        if not v.str(e.get("key"), f"{p}.key"):
+            v.fail(f"{p}.key", "a key is required")
+        op = v.str(e.get("operator"), f"{p}.operator", default=None, choices=LABEL_OPERATORS)
+        if op is None:
+            v.fail(f"{p}.operator", f"an operator is required ({', '.join(LABEL_OPERATORS)})")
+        vals = v.list(e.get("values"), f"{p}.values")
+        for j, x in enumerate(vals):
+            v.str(x, f"{p}.values[{j}]")
+        if op in ("In", "NotIn") and not vals:
+            v.fail(f"{p}.values", f"operator {op} needs at least one value")
+        if op in ("Exists", "DoesNotExist") and vals:
+            v.fail(f"{p}.values", f"operator {op} takes no values")
+        exprs.append(e)
+    if "matchExpressions" in sel:
+        sel["matchExpressions"] = exprs
+    return sel
+
+
+def _hyper_node_spec(v: _V, spec: dict) -> None:
+    """HyperNode (topology.volcano.sh/v1alpha1): tier >= 0, tierName, members with a type and
+    exactly one selector (exactMatch {name} | regexMatch {pattern, a valid regex} | labelMatch)."""
+    import re
+    if spec.get("tier") is None:
+        v.fail("spec.tier", "a tier (integer >= 0) is required")
+    spec["tier"] = v.int(spec.get("tier"), "spec.tier", minimum=0)
+    spec["tierName"] = v.str(spec.get("tierName"), "spec.tierName")
+    members = []
+    for i, m in enumerate(v.list(spec.get("members"), "spec.members")):
+        p = f"spec.members[{i}]"
+        m = dict(v.map(m, p))
+        for k in m:
+            if k not in ("type", "selector"):
+                v.fail(f"{p}.{k}", "unknown field; a member has type and selector")
+        if m.get("type") is None:
+            v.fail(f"{p}.type", f"a member type is required ({', '.join(MEMBER_TYPES)})")
+        v.str(m.get("type"), f"{p}.type", choices=MEMBER_TYPES)
+        sel = dict(v.map(m.get("selector"), f"{p}.selector"))
+        given = [k for k in sel if sel[k] is not None]
+        for k in given:
+            if k not in SELECTOR_KINDS:
+                v.fail(f"{p}.selector.{k}", f"unknown selector; expected one of {', '.join(SELECTOR_KINDS)}")
+        if len(given) != 1:
+            v.fail(f"{p}.selector", f"exactly one of {', '.join(SELECTOR_KINDS)} is required, got "
+                   f"{', '.join(given) or 'none'}")
+        kind = given[0]
+        sp = f"{p}.selector.{kind}"
+        if kind == "exactMatch":
+            ex = v.map(sel[kind], sp)
+            if not v.str(ex.get("name"), f"{sp}.name"):
+                v.fail(f"{sp}.name", "a name is required")
+            sel[kind] = {"name": ex["name"]}
+        elif kind == "regexMatch":
+            rx = v.map(sel[kind], sp)
+            pat = v.str(rx.get("pattern"), f"{sp}.pattern")
+            if not pat:
+                v.fail(f"{sp}.pattern", "a pattern is required")
+            try:
+                re.compile(pat)
+            except re.error as e:
+                v.fail(f"{sp}.pattern", f"not a valid regular expression: {e}")
+            sel[kind] = {"pattern": pat}
+        else:
+            sel[kind] = _label_selector(v, sel[kind], sp)
+        members.append({"type": m["type"], "selector": {kind: sel[kind]}})
+    spec["members"] = members
+
+
+def _network_topology(v: _V, nt: object, path: str) -> dict:
+    nt = dict(v.map(nt, path))
+    nt["mode"] = v.str(nt.get("mode"), f"{path}.mode", default="hard", choices=NETWORK_TOPOLOGY_MODES)
+    if nt.get("highestTierAllowed") is not None:
+        v.int(nt["highestTierAllowed"], f"{path}.highestTierAllowed", minimum=0)
+    if "highestTierName" in nt:
+        v.str(nt["highestTierName"], f"{path}.highestTierName")
+    return nt
+
+
 def _priority_class_top(v: _V, obj: dict) -> None:
     obj["value"] = v.int(obj.get("value"), "value")
     obj["globalDefault"] = v.bool(obj.get("globalDefault"), "globalDefault")
@@ -346,7 +444,7 @@ def _priority_class_top(v: _V, obj: dict) -> None:
 
 _Fn = Callable[[_V, dict], None]
 _SPEC: dict[str, _Fn] = {"Pod": _pod_spec, "Node": _node_spec, "PodGroup": _pg_spec,
-                         "Queue": _queue_spec, "Lease": _lease_spec}
+                         "Queue": _queue_spec, "Lease": _lease_spec, "HyperNode": _hyper_node_spec}
 _STATUS: dict[str, _Fn] = {"Pod": _pod_status, "Node": _node_status, "PodGroup": _pg_status,
                            "Queue": _queue_status}
 

@@ -79,6 +79,8 @@ def bench(
     name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
     quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    hypernodes: bool = typer.Option(False, "--hypernodes",
+                                    help="session: nodes under rack/spine HyperNodes, some hard-topology gangs"),
 ) -> None:
     """Run one benchmark; print its figure beside its baseline measured in the same run, and the ratio."""
     from ha import bench as benches
@@ -86,8 +88,10 @@ def bench(
     if mod is None:
         _fail(BadInput(f"bench: unknown or not yet available benchmark {name!r}; "
                        f"known: {', '.join(benches.BENCHMARKS)}"))
+    if hypernodes and name != "session":
+        _fail(BadInput(f"bench: --hypernodes applies to the session benchmark only, not {name!r}"))
     try:
-        result = mod.run(quick=quick)
+        result = mod.run(quick=quick, **({"hypernodes": True} if hypernodes else {}))
     except BadInput as e:
         _fail(e)
     if as_json:

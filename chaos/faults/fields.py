@@ -19,7 +19,7 @@ __all__ = ["KINDS", "VERBS", "WRITE_VERBS", "TARGET_WORDS", "target_kind", "Targ
            "FaultParams", "ApiParams"]
 
 # the kinds an instance has informers for, and the API verbs its client makes
-KINDS = ("Pod", "Node", "PodGroup", "Queue", "PriorityClass", "Lease")
+KINDS = ("Pod", "Node", "HyperNode", "PodGroup", "Queue", "PriorityClass", "Lease")
 VERBS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
          "bind_many", "delete", "evict", "watch")
 # api-latency / api-conflict act on writes unless `verbs` says otherwise

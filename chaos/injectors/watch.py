@@ -42,7 +42,7 @@ __all__ = ["WatchChaosHook", "WatchChaos", "hook_factories", "INFORMER_KINDS"]
 log = logging.getLogger("chaos.watch")
 
 # the kinds a scheduler instance has informers for (ha.runtime.instance.KINDS)
-INFORMER_KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
+INFORMER_KINDS = ("PriorityClass", "Queue", "Node", "HyperNode", "PodGroup", "Pod")
 
 
 @dataclass

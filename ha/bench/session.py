@@ -11,6 +11,15 @@ with a moving start index; a gang that does not reach minMember is rolled back).
 any placement must do -- walk the tasks, compare resources, update node accounting -- and
 nothing Volcano adds (ordering by plugins, predicates, scoring, statements, bind dispatch), so the
 ratio says what the Volcano semantics cost over the cheapest honest placement in Python.
+
+``--hypernodes``: the nodes also carry a rack label and sit under HyperNodes -- racks of
+``RACK_SIZE`` nodes (tier 1, one labelMatch member) and spines of ``RACKS_PER_SPINE`` racks (tier 2,
+HyperNode members) -- resolved by the cache; the network-topology-aware plugin joins the last tier
+with its hypernode order and gradient (its node score off, as in the default tiers); and
+``TOPOLOGY_JOBS`` gangs, evenly spread over the job order, carry ``networkTopology: {mode: hard,
+highestTierAllowed: 2}``. Those take allocate's hypernode path, which dry-runs the gang in every
+eligible rack (Volcano's algorithm: its cost grows with the nodes of the eligible hypernodes, so a
+few such gangs cost as much as thousands of plain pods); the other gangs take the usual path.
 """
 from __future__ import annotations
 
@@ -23,6 +32,10 @@ from ha.bench import BenchResult
 __all__ = ["run", "build_cluster", "model_session", "first_fit_baseline"]
 
 NODE = {"cpu": "32", "memory": str(128 * 2**30), "pods": "110"}
+RACK_SIZE = 20
+RACKS_PER_SPINE = 10
+TOPOLOGY_JOBS = 10
+RACK_LABEL = "topology.example/rack"
 CPU_CHOICES = (250, 500, 1000, 2000, 4000)
 MEM_CHOICES = (256 * 2**20, 512 * 2**20, 2**30, 2 * 2**30, 4 * 2**30)
 
@@ -83,21 +96,48 @@ def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int) -> tuple[list,
     return nodes, queues, podgroups, pods
 
 
-def build_cluster(nodes: list, queues: list, podgroups: list, pods: list, profile_name: str = "v1.14"):
+def hypernode_topology(nodes: list, podgroups: list) -> list[dict]:
+    """Label the nodes by rack, return rack and spine HyperNodes, and give TOPOLOGY_JOBS gangs a
+    hard network topology (tier 2)."""
+    from ha.scheduler.api.hypernode_info import hyper_node_object
+    n_racks = (len(nodes) + RACK_SIZE - 1) // RACK_SIZE
+    for i, n in enumerate(nodes):
+        n["metadata"]["labels"][RACK_LABEL] = f"rack-{i // RACK_SIZE:04d}"
+    hns = [hyper_node_object(f"rack-{r:04d}", 1, [{"type": "Node", "selector": {
+        "labelMatch": {"matchLabels": {RACK_LABEL: f"rack-{r:04d}"}}}}], tier_name="rack")
+        for r in range(n_racks)]
+    for s in range(0, n_racks, RACKS_PER_SPINE):
+        hns.append(hyper_node_object(f"spine-{s // RACKS_PER_SPINE:03d}", 2, [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r:04d}"}}}
+            for r in range(s, min(s + RACKS_PER_SPINE, n_racks))], tier_name="spine"))
+    step = max(1, len(podgroups) // TOPOLOGY_JOBS)
+    for g in podgroups[step // 2::step][:TOPOLOGY_JOBS]:
+        g["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+    return hns
+
+
+def build_cluster(nodes: list, queues: list, podgroups: list, pods: list, profile_name: str = "v1.14",
+                  hyper_nodes: list | None = None):
     """A SchedulerCache fed through its event handlers, with an in-memory RecordingIO."""
     from ha.scheduler.wiring import build_cache
     cache, handlers = build_cache(profile=profile_name)
-    for kind, objs in (("Node", nodes), ("Queue", queues), ("PodGroup", podgroups), ("Pod", pods)):
+    for kind, objs in (("Node", nodes), ("HyperNode", hyper_nodes or ()), ("Queue", queues),
+                       ("PodGroup", podgroups), ("Pod", pods)):
         for obj in objs:
             handlers[kind].on_add(obj)
     return cache, cache.binder
 
 
-def _conf():
-    from ha.scheduler.conf import SchedulerConf, default_conf
+def _conf(hypernodes: bool = False):
+    from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
     d = default_conf()
+    tiers = list(d.tiers)
+    if hypernodes:
+        nta = PluginOption(name="network-topology-aware", enabled_hyper_node_order=True,
+                           enabled_hyper_node_gradient=True)
+        tiers[-1] = Tier(list(tiers[-1].plugins) + [nta])
     # allocate only; the tiers are Volcano's production defaults with every flag on
-    return SchedulerConf(actions=["allocate"], tiers=d.tiers, configurations=[], source="<bench>")
+    return SchedulerConf(actions=["allocate"], tiers=tiers, configurations=[], source="<bench>")
 
 
 def _bind_count(io: Any) -> int:
@@ -105,11 +145,11 @@ def _bind_count(io: Any) -> int:
     return sum(1 for op in _io_ops(io) if op[0] == "bind")
 
 
-def model_session(cache: Any, io: Any) -> tuple[int, float, dict[str, float]]:
+def model_session(cache: Any, io: Any, hypernodes: bool = False) -> tuple[int, float, dict[str, float]]:
     """(pods bound, seconds, phase timings) of one open -> allocate -> close session."""
     from ha.scheduler.actions import get_action
     from ha.scheduler.framework import close_session, open_session
-    conf = _conf()
+    conf = _conf(hypernodes)
     before = _bind_count(io)
     t0 = time.perf_counter()
     ssn = open_session(cache, conf, seed=0)
@@ -164,16 +204,22 @@ def _ctime(job: Any) -> float:
     return float(t or 0.0)
 
 
-def run(quick: bool = False) -> BenchResult:
+def run(quick: bool = False, hypernodes: bool = False) -> BenchResult:
     n_nodes, n_pods, n_queues = (500, 5_000, 4) if quick else (5_000, 50_000, 4)
     seed = 42
     nodes, queues, podgroups, pods = workload(n_nodes, n_pods, n_queues, seed)
+    hns = hypernode_topology(nodes, podgroups) if hypernodes else []
     t0 = time.perf_counter()
-    cache, io = build_cluster(nodes, queues, podgroups, pods)
+    cache, io = build_cluster(nodes, queues, podgroups, pods, hyper_nodes=hns)
     build_s = time.perf_counter() - t0
     # the baseline first, on the untouched cache (it only mutates its own snapshot)
     base_placed, base_s = first_fit_baseline(cache)
-    placed, secs, phases = model_session(cache, io)
+    placed, secs, phases = model_session(cache, io, hypernodes)
+    topo: dict[str, Any] = {}
+    if hypernodes:
+        topo = {"hypernodes": len(hns), "rack_size": RACK_SIZE, "racks_per_spine": RACKS_PER_SPINE,
+                "topology_jobs": sum(1 for g in podgroups if g["spec"].get("networkTopology")),
+                "topology": "hard, highestTierAllowed 2"}
     value = placed / secs if secs > 0 else 0.0
     baseline = base_placed / base_s if base_s > 0 else 0.0
     return BenchResult(
@@ -185,5 +231,5 @@ def run(quick: bool = False) -> BenchResult:
                 "pods_bound": placed, "session_s": round(secs, 3),
                 **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in phases.items()},
                 "baseline_placed": base_placed, "baseline_s": round(base_s, 3),
-                "cache_build_s": round(build_s, 3)},
+                "cache_build_s": round(build_s, 3), **topo},
     )

@@ -367,6 +367,9 @@ class InitialPodGroup(Strict):
     phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
     priorityClassName: Optional[str] = None
     minResources: Optional[ScenarioResources] = None
+    # format-extensions §1.3 (checked by the scenario loader when the objects are built)
+    networkTopology: Optional[dict[str, Any]] = None
+    annotations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _job_id(self) -> "InitialPodGroup":
@@ -413,8 +416,17 @@ class InitialPriorityClass(Strict):
     preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
 
 
+class InitialHyperNode(Strict):
+    """A HyperNode (format-extensions §1.1); members are checked by the scenario loader."""
+    name: str
+    tier: int = Field(ge=0)
+    tierName: str = ""
+    members: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class Initial(Strict):
     nodes: list[InitialNode] = Field(default_factory=list)
+    hypernodes: list[InitialHyperNode] = Field(default_factory=list)
     queues: list[InitialQueue] = Field(default_factory=list)
     podgroups: list[InitialPodGroup] = Field(default_factory=list)
     pods: list[InitialPod] = Field(default_factory=list)

@@ -25,19 +25,22 @@ GRACE_ANNOTATION = "ha-testbed/termination-grace-s"
 
 @dataclass
 class StartingObjects:
-    """In creation order: priority classes, queues, nodes, podgroups, pods."""
+    """In creation order: priority classes, queues, nodes, hypernodes, podgroups, pods."""
     priority_classes: list[dict] = field(default_factory=list)
     queues: list[dict] = field(default_factory=list)
     nodes: list[dict] = field(default_factory=list)
+    hypernodes: list[dict] = field(default_factory=list)
     podgroups: list[dict] = field(default_factory=list)
     pods: list[dict] = field(default_factory=list)
 
     def in_order(self) -> list[dict]:
-        return self.priority_classes + self.queues + self.nodes + self.podgroups + self.pods
+        return (self.priority_classes + self.queues + self.nodes + self.hypernodes + self.podgroups
+                + self.pods)
 
     def counts(self) -> dict[str, int]:
         return {"PriorityClass": len(self.priority_classes), "Queue": len(self.queues),
-                "Node": len(self.nodes), "PodGroup": len(self.podgroups), "Pod": len(self.pods)}
+                "Node": len(self.nodes), "HyperNode": len(self.hypernodes),
+                "PodGroup": len(self.podgroups), "Pod": len(self.pods)}
 
 
 def node_names(exp: Experiment) -> list[str]:
@@ -109,7 +112,8 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
         out.nodes.append(cluster_node(name, exp.cluster.node, exp.cluster.labels))
 
     init = exp.initial
-    if init.nodes or init.queues or init.podgroups or init.pods or init.priority_classes:
+    if (init.nodes or init.queues or init.podgroups or init.pods or init.priority_classes
+            or init.hypernodes):
         from ha.scenario.loader import build_objects, new_context
         spec = init.model_dump(mode="python", exclude_none=True)
         spec["nodes"] = spec.get("nodes") or []
@@ -121,6 +125,7 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
             pcs[o["metadata"]["name"]] = _strip_server_fields(o)
         out.queues += [_strip_server_fields(o) for o in built.queues]
         out.nodes += [_strip_server_fields(o) for o in built.nodes]
+        out.hypernodes += [_strip_server_fields(o) for o in built.hyper_nodes]
         out.podgroups += [_strip_server_fields(o) for o in built.podgroups]
         for i, o in enumerate(built.pods):
             o["spec"]["terminationGracePeriodSeconds"] = _grace(o, f"{source}: initial.pods[{i}]")

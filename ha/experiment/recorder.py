@@ -26,7 +26,7 @@ __all__ = ["Recorder", "Observation", "TRUTH_KINDS"]
 log = logging.getLogger(__name__)
 
 # every kind the API server serves, in a fixed order (the events are merged by RV anyway)
-TRUTH_KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod", "Lease")
+TRUTH_KINDS = ("PriorityClass", "Queue", "Node", "HyperNode", "PodGroup", "Pod", "Lease")
 _WATCH_COUNT = 5000
 
 

@@ -107,6 +107,9 @@ class Expected:
     evict_count: int
     # job id -> nodes every session-Pipelined task of that job must be on; None = not checked
     pipelined: dict[str, list[str]] | None = None
+    # format-extensions §4: "full" | "count_only" | "by_hypernode", and the by_hypernode counts
+    bind_check: str = "full"
+    bind_counts_by_hypernode: list[int] | None = None
 
 
 @dataclass
@@ -116,6 +119,11 @@ class ClusterObjects:
     podgroups: list[dict] = field(default_factory=list)
     pods: list[dict] = field(default_factory=list)
     priority_classes: list[dict] = field(default_factory=list)
+    # HyperNode objects, and the Go harness's injected hypernode cache (None: derive it)
+    hyper_nodes: list[dict] = field(default_factory=list)
+    hyper_node_cache: "HyperNodeCache | None" = None
+    # hypernode -> its ``parent`` option (api.ParentOpt; used with hyper_node_cache)
+    hyper_node_parents: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -331,7 +339,7 @@ def podgroup_object(ctx: _Ctx, spec: Any, where: str) -> dict:
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": name, "namespace": ns, "uid": f"{ns}-{name}",
                      "resourceVersion": ctx.next_rv(), "creationTimestamp": ZERO_TIME,
-                     "labels": {}, "annotations": {}},
+                     "labels": {}, "annotations": _str_map(ctx, spec.get("annotations"), f"{where}.annotations")},
         "spec": {
             "minMember": _int(ctx, spec.get("minMember", 0), f"{where}.minMember", minimum=0),
             "minTaskMember": dict(mtm),
@@ -347,15 +355,21 @@ def podgroup_object(ctx: _Ctx, spec: Any, where: str) -> dict:
 
 
 def _network_topology(ctx: _Ctx, v: Any, where: str) -> dict:
-    """Volcano's PodGroup ``spec.networkTopology``: {mode: hard|soft, highestTierAllowed: N}
-    (read by the network-topology-aware plugin, seed 001)."""
+    """PodGroup ``spec.networkTopology`` (format-extensions §1.3): ``mode`` hard | soft | "" (absent:
+    the CRD default ``hard``), ``highestTierAllowed`` int >= 0 (absent: nil — kept out of the
+    object), ``highestTierName`` (absent: "")."""
     nt = _obj(ctx, v, where)
     for k in nt:
-        if k not in ("mode", "highestTierAllowed"):
-            raise ctx.err(f"{where}.{k}", "unknown field; expected mode and highestTierAllowed")
-    mode = _one_of(ctx, nt.get("mode", "hard"), f"{where}.mode", ("hard", "soft"))
-    tier = _int(ctx, nt.get("highestTierAllowed", 1), f"{where}.highestTierAllowed", minimum=1)
-    return {"mode": mode, "highestTierAllowed": tier}
+        if k not in ("mode", "highestTierAllowed", "highestTierName"):
+            raise ctx.err(f"{where}.{k}", "unknown field; expected mode, highestTierAllowed and highestTierName")
+    out: dict[str, Any] = {"mode": _one_of(ctx, nt.get("mode", "hard"), f"{where}.mode", ("hard", "soft", ""))}
+    tier = _int(ctx, nt.get("highestTierAllowed"), f"{where}.highestTierAllowed", minimum=0, nullable=True)
+    if tier is not None:
+        out["highestTierAllowed"] = tier
+    name = _str(ctx, nt.get("highestTierName"), f"{where}.highestTierName", nullable=True)
+    if name:
+        out["highestTierName"] = name
+    return out
 
 
 def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
@@ -470,6 +484,7 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
             if strict and val and val not in node_names:
                 raise ctx.err(f"{p}pods[{i}].{fld}", f"unknown node {val!r}")
         out.pods.append(o)
+    parse_hypernodes(ctx, spec, out, prefix)
     return out
 
 
@@ -525,8 +540,8 @@ def _parse_expected(ctx: _Ctx, raw: Any) -> Expected:
                for i, v in enumerate(_list(ctx, e.get("evicted"), "expected.evicted", nullable=True))]
     bind_count = _int(ctx, e.get("bind_count", len(binds)), "expected.bind_count", minimum=0)
     evict_count = _int(ctx, e.get("evict_count", len(evicted)), "expected.evict_count", minimum=0)
-    # uthelper refuses these as "invalid setting" too
-    if bind_count != len(binds):
+    # uthelper refuses these as "invalid setting" too (MinimalBindCheck: only the count)
+    if bind_count != len(binds) and e.get("bind_check", "full") == "full":
         raise ctx.err("expected.bind_count", f"{bind_count} does not match the {len(binds)} entries of expected.binds")
     if evict_count != len(evicted):
         raise ctx.err("expected.evict_count", f"{evict_count} does not match the {len(evicted)} entries of expected.evicted")
@@ -539,8 +554,110 @@ def _parse_expected(ctx: _Ctx, raw: Any) -> Expected:
                 nodes = [nodes]
             pipelined[job] = [_str(ctx, n, f"expected.pipelined.{job}[{i}]", allow_empty=False)
                               for i, n in enumerate(_list(ctx, nodes, f"expected.pipelined.{job}"))]
-    return Expected(binds=binds, bind_count=bind_count, evicted=evicted, evict_count=evict_count,
-                    pipelined=pipelined)
+    out = Expected(binds=binds, bind_count=bind_count, evicted=evicted, evict_count=evict_count,
+                   pipelined=pipelined)
+    _parse_expected_hypernode_checks(ctx, e, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------ hypernodes
+# format-extensions §1: top-level ``hypernodes`` (HyperNode objects) and ``hypernode_cache`` (the Go
+# harness's injected tier sets and real-node sets); §4: ``expected.bind_check`` and
+# ``expected.bind_counts_by_hypernode``.
+
+BIND_CHECKS = ("full", "count_only", "by_hypernode")
+
+
+@dataclass
+class HyperNodeCache:
+    """What the Go harness hands ``NewHyperNodesInfoWithCache``: tier -> hypernode names and
+    hypernode -> node names, verbatim."""
+    set_by_tier: dict[int, list[str]]
+    real_nodes: dict[str, list[str]]
+
+
+def hypernode_object(ctx: _Ctx, spec: Any, where: str) -> tuple[dict, str]:
+    """One ``hypernodes[i]`` entry -> (HyperNode object validated as the API server does, the
+    ``parent`` option or "")."""
+    from cluster_state.errors import ApiError
+    from cluster_state.objects import normalise
+    spec = _obj(ctx, spec, where)
+    for k in spec:
+        if k not in ("name", "tier", "tierName", "members", "parent"):
+            raise ctx.err(f"{where}.{k}", "unknown field; expected name, tier, tierName, members, parent")
+    name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
+    tier = _int(ctx, _req(ctx, spec, "tier", where), f"{where}.tier", minimum=0)
+    obj = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+           "metadata": {"name": name, "uid": name, "resourceVersion": ctx.next_rv(),
+                        "creationTimestamp": ZERO_TIME, "labels": {}, "annotations": {}},
+           "spec": {"tier": tier, "tierName": _str(ctx, spec.get("tierName"), f"{where}.tierName", nullable=True),
+                    "members": _list(ctx, spec.get("members"), f"{where}.members", nullable=True)},
+           "status": {}}
+    try:
+        obj, _, _ = normalise(obj)
+    except ApiError as e:
+        fld = getattr(e, "field", "") or ""
+        fld = fld[len("spec."):] if fld.startswith("spec.") else fld
+        raise ctx.err(f"{where}.{fld}" if fld else where, str(getattr(e, "message", "") or e)) from None
+    parent = _str(ctx, spec.get("parent"), f"{where}.parent", nullable=True)
+    return obj, parent
+
+
+def parse_hypernodes(ctx: _Ctx, d: dict, objects: ClusterObjects, prefix: str = "") -> None:
+    """``hypernodes`` and ``hypernode_cache`` of a scenario (or an ``initial`` section) into
+    ``objects``; names are unique, parents name hypernodes of the file."""
+    p = f"{prefix}." if prefix else ""
+    names: list[str] = []
+    parents: dict[str, str] = {}
+    for i, h in enumerate(_list(ctx, d.get("hypernodes"), f"{p}hypernodes", nullable=True)):
+        obj, parent = hypernode_object(ctx, h, f"{p}hypernodes[{i}]")
+        name = obj["metadata"]["name"]
+        if name in names:
+            raise ctx.err(f"{p}hypernodes[{i}].name", f"duplicate hypernode {name!r}")
+        names.append(name)
+        if parent:
+            parents[name] = parent
+        objects.hyper_nodes.append(obj)
+    for i, name in enumerate(names):
+        if name in parents and parents[name] not in names:
+            raise ctx.err(f"{p}hypernodes[{i}].parent", f"unknown hypernode {parents[name]!r}; "
+                          f"hypernodes: {', '.join(names)}")
+    objects.hyper_node_parents = parents
+    raw = d.get("hypernode_cache")
+    if raw is None:
+        return
+    w = f"{p}hypernode_cache"
+    hc = _obj(ctx, raw, w)
+    for k in hc:
+        if k not in ("setByTier", "realNodes"):
+            raise ctx.err(f"{w}.{k}", "unknown field; expected setByTier and realNodes")
+    by_tier: dict[int, list[str]] = {}
+    for k, v in (_obj(ctx, hc.get("setByTier"), f"{w}.setByTier", nullable=True) or {}).items():
+        try:
+            tier = int(k)
+        except ValueError:
+            raise ctx.err(f"{w}.setByTier.{k}", "keys are tiers written as decimal strings") from None
+        by_tier[tier] = [_str(ctx, x, f"{w}.setByTier.{k}[{j}]", allow_empty=False)
+                         for j, x in enumerate(_list(ctx, v, f"{w}.setByTier.{k}"))]
+    real: dict[str, list[str]] = {}
+    for k, v in (_obj(ctx, hc.get("realNodes"), f"{w}.realNodes", nullable=True) or {}).items():
+        real[k] = [_str(ctx, x, f"{w}.realNodes.{k}[{j}]", allow_empty=False)
+                   for j, x in enumerate(_list(ctx, v, f"{w}.realNodes.{k}"))]
+    objects.hyper_node_cache = HyperNodeCache(by_tier, real)
+
+
+def _parse_expected_hypernode_checks(ctx: _Ctx, e: dict, out: Expected) -> None:
+    """§4: ``bind_check`` (full | count_only | by_hypernode) and ``bind_counts_by_hypernode``."""
+    out.bind_check = _one_of(ctx, e.get("bind_check", "full"), "expected.bind_check", BIND_CHECKS)
+    raw = e.get("bind_counts_by_hypernode")
+    if out.bind_check == "by_hypernode":
+        counts = _list(ctx, _req(ctx, e, "bind_counts_by_hypernode", "expected"), "expected.bind_counts_by_hypernode")
+        out.bind_counts_by_hypernode = [_int(ctx, c, f"expected.bind_counts_by_hypernode[{i}]", minimum=0)
+                                        for i, c in enumerate(counts)]
+    elif raw is not None:
+        raise ctx.err("expected.bind_counts_by_hypernode", 'only meaningful with bind_check "by_hypernode"')
+    if out.bind_check != "full" and out.binds:
+        raise ctx.err("expected.binds", f'must be {{}} with bind_check "{out.bind_check}"')
 
 
 # ----------------------------------------------------------------------------------- entry points

@@ -24,9 +24,10 @@ from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTA
                               FatalCacheError, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskNodeError, TaskStatus,
                               job_terminated)
 from ha.scheduler.api.job_info import PodGroupPhase, copy_object
+from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION, HyperNodesInfo
 from ha.scheduler.profiles import Switches, profile
 
-__all__ = ["SchedulerCache", "BindContext"]
+__all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,11 @@ def _same_request(prev: TaskInfo | None, pod: dict) -> Any:
                        or a.get("overhead") != b.get("overhead")):
         return None
     return prev.init_resreq.clone()
+
+
+# informer kind -> the cache's handler stem (add_<stem> / update_<stem> / delete_<stem>)
+HANDLER_STEMS: dict[str, str] = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
+                                 "PriorityClass": "priority_class", "HyperNode": "hyper_node"}
 
 
 class SchedulerCache:
@@ -117,6 +123,9 @@ class SchedulerCache:
         self.default_priority_class: dict | None = None
         self.default_priority = 0
         self.node_list: list[str] = []
+        # HyperNodes (topology.volcano.sh/v1alpha1) and the node labels their selectors match
+        self.hyper_nodes_info = HyperNodesInfo()
+        self._node_labels: dict[str, dict] = {}
         # pods without a job (no group annotation) live only on nodes; keep them to digest/inspect
         self.bind_queue: list[BindContext] = []
         self.err_tasks: OrderedDict[str, int] = OrderedDict()   # "job/uid" -> failed sync attempts
@@ -128,6 +137,13 @@ class SchedulerCache:
             "refreshed_pods": 0,
         }
         self.errors: list[str] = []  # recent error messages (bounded), like klog.Errorf lines
+
+    def handlers(self, kind: str) -> tuple[Any, Any, Any]:
+        """(add, update or None, delete) for an informer of ``kind`` (see HANDLER_STEMS)."""
+        stem = HANDLER_STEMS.get(kind)
+        if stem is None:
+            raise KeyError(f"the scheduler cache has no handlers for kind {kind!r}; known: {', '.join(HANDLER_STEMS)}")
+        return (getattr(self, f"add_{stem}"), getattr(self, f"update_{stem}", None), getattr(self, f"delete_{stem}"))
 
     # ==== helpers ================================================================================
     def _error(self, msg: str) -> None:
@@ -407,6 +423,11 @@ class SchedulerCache:
             self.nodes[name] = NodeInfo(node)
         if name not in self.node_list:
             self.node_list.append(name)
+        labels = _md(node).get("labels") or {}
+        if self._node_labels.get(name) != labels:
+            # a new node or new labels: re-match it against the HyperNodes' Node members
+            self._node_labels[name] = dict(labels)
+            self.hyper_nodes_info.node_changed(name, labels, self._node_labels)
 
     def _remove_node(self, name: str) -> None:
         if name in self.node_list:
@@ -414,6 +435,8 @@ class SchedulerCache:
         if name not in self.nodes:
             raise CacheError(f"node <{name}> does not exist")
         del self.nodes[name]
+        if self._node_labels.pop(name, None) is not None:
+            self.hyper_nodes_info.node_changed(name, None, self._node_labels)
 
     def add_node(self, node: dict) -> None:
         """AddNode → SyncNode → AddOrUpdateNode (the node queue is processed inline)."""
@@ -431,6 +454,26 @@ class SchedulerCache:
                 self._remove_node(_md(node).get("name", ""))
             except CacheError as e:
                 self._error(f"Failed to delete node: {e}")
+
+    # ==== hypernodes (topology.volcano.sh/v1alpha1) =============================================
+    def add_hyper_node(self, hn: dict) -> None:
+        """AddHyperNode / UpdateHyperNode: store the object and re-resolve the tree."""
+        with self.mutex:
+            self.hyper_nodes_info.update_hyper_node(hn, self._node_labels)
+            if not self.hyper_nodes_info.ready:
+                self._error(f"HyperNodes not ready: {self.hyper_nodes_info.error}")
+
+    def update_hyper_node(self, old: dict | None, new: dict) -> None:
+        self.add_hyper_node(new)
+
+    def delete_hyper_node(self, hn: dict) -> None:
+        with self.mutex:
+            self.hyper_nodes_info.delete_hyper_node(_md(hn).get("name", ""), self._node_labels)
+
+    def inject_hyper_nodes(self, hyper_nodes: dict, set_by_tier: dict, real_nodes: dict) -> None:
+        """The Go unit-test harness's ``NewHyperNodesInfoWithCache`` (scenario ``hypernode_cache``)."""
+        with self.mutex:
+            self.hyper_nodes_info.inject(hyper_nodes, set_by_tier, real_nodes)
 
     # ==== pod groups =============================================================================
     def _set_pod_group(self, pg: dict) -> None:
@@ -532,6 +575,8 @@ class SchedulerCache:
                     job.priority = int(pc.get("value") or 0)
                 snap.jobs[job.uid] = job.clone()
             snap.priority_classes = {n: int(pc.get("value") or 0) for n, pc in self.priority_classes.items()}
+            (snap.hyper_nodes, snap.hyper_nodes_set_by_tier, snap.real_nodes_set,
+             snap.hyper_node_tier_name_map, snap.hyper_nodes_ready_to_schedule) = self.hyper_nodes_info.snapshot()
             return snap
 
     # ==== evict ==================================================================================
@@ -920,7 +965,7 @@ class SchedulerCache:
                 with self.mutex:
                     cj = self.jobs.get(job.uid)
                     if cj is not None and cj.pod_group is not None and job.pod_group is not None:
-                        key = "volcano.sh/allocated-hyper-node"
+                        key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
                         cann = _md(cj.pod_group).get("annotations")
                         if cann is not None:
                             cann[key] = (_md(job.pod_group).get("annotations") or _EMPTY).get(key, "")
@@ -933,6 +978,7 @@ class SchedulerCache:
                 cj = self.jobs.get(job.uid)
                 if cj is not None:
                     cj.allocated_hyper_node = job.allocated_hyper_node
+                    cj.sub_job_allocated_hyper_node = job.sub_job_allocated_hyper_node
         self.record_job_status_event(job, update_pg)
         return job
 

@@ -29,9 +29,8 @@ from ha.errors import BadInput
 __all__ = ["KINDS", "CacheWiring", "CacheEventHandler", "build_cache", "resolve_switches"]
 
 # Informer start order: what pods refer to comes first, so the first pods find their jobs/nodes.
-KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
-_METHOD = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
-           "PriorityClass": "priority_class"}
+# informer start order: what pods refer to comes first, so the first pods find their jobs/nodes
+KINDS = ("PriorityClass", "Queue", "Node", "HyperNode", "PodGroup", "Pod")
 
 
 def resolve_switches(profile: Any = "v1.14", switches: dict | None = None):
@@ -57,13 +56,8 @@ class CacheEventHandler:
     def __init__(self, cache: Any, kind: str, *, on_fatal: Callable[[BaseException], None] | None = None,
                  on_error: Callable[[BaseException], None] | None = None):
         from ha.scheduler.api.types import FatalCacheError
-        name = _METHOD.get(kind)
-        if name is None:
-            raise ValueError(f"no cache handler for kind {kind!r} (known: {', '.join(_METHOD)})")
         self.kind = kind
-        self._add = getattr(cache, f"add_{name}")
-        self._update = getattr(cache, f"update_{name}", None)
-        self._delete = getattr(cache, f"delete_{name}")
+        self._add, self._update, self._delete = cache.handlers(kind)
         self._fatal_error = FatalCacheError
         self._on_fatal, self._on_error = on_fatal, on_error
         if on_fatal is None and on_error is None and self._update is not None:

@@ -34,3 +34,27 @@ def test_model_and_baseline_place_whole_gangs():
     assert max(per_node.values()) <= 32_000
     # the baseline is a real placement too: whole gangs only, never more pods than exist
     assert 0 < base_placed <= len(pods)
+
+
+def test_hypernode_topology_variant_keeps_hard_gangs_in_one_spine():
+    nodes, queues, pgs, pods = bench.workload(n_nodes=80, n_pods=600, n_queues=2, seed=3)
+    hns = bench.hypernode_topology(nodes, pgs)
+    racks = [h for h in hns if h["spec"]["tier"] == 1]
+    spines = [h for h in hns if h["spec"]["tier"] == 2]
+    assert len(racks) == 4 and len(spines) == 1
+    topo = {f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in pgs if g["spec"].get("networkTopology")}
+    assert len(topo) == bench.TOPOLOGY_JOBS
+    cache, io = bench.build_cluster(nodes, queues, pgs, pods, hyper_nodes=hns)
+    assert cache.hyper_nodes_info.real_nodes["rack-0001"] == frozenset(
+        n["metadata"]["name"] for n in nodes[bench.RACK_SIZE:2 * bench.RACK_SIZE])
+    placed, _, phases = bench.model_session(cache, io, hypernodes=True)
+    assert phases["fastpath"] and placed > 0
+    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][bench.RACK_LABEL] for n in nodes}
+    by_job: dict = {}
+    for _, k, n in (o for o in _io_ops(io) if o[0] == "bind"):
+        job = k.rsplit("-task-", 1)[0]
+        if job in topo:
+            by_job.setdefault(job, set()).add(rack_of[n])
+    assert by_job, "no hard-topology gang was placed"
+    # tier 2 allows the whole spine; the gradient tries racks first, so each fits in one rack
+    assert all(len(r) == 1 for r in by_job.values()), by_job

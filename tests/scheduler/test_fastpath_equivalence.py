@@ -243,7 +243,36 @@ def make_conf(kind: str) -> SchedulerConf:
         return SchedulerConf(actions=["allocate", "preempt"], tiers=[t1, _tier2(predicates_args=pa,
                                                                                   nodeorder_args=no)],
                              configurations=[], source="<test predicates-off>")
+    if kind == "hypernodes":  # the hypernode gradient / order on; its node score off (fast path stays)
+        nta = PluginOption(name="network-topology-aware", enabled_hyper_node_order=True,
+                           enabled_hyper_node_gradient=True)
+        return SchedulerConf(actions=["allocate", "backfill"], tiers=[t1, _tier2(nta)], configurations=[],
+                             source="<test hypernodes>")
     raise ValueError(kind)
+
+
+def with_hypernodes(w: dict, seed: int) -> dict:
+    """Racks of eight nodes (regex members), spines of four racks (HyperNode members), and a
+    network topology (hard or soft, tier 1 or 2) on a third of the pending gangs."""
+    from ha.scheduler.api.hypernode_info import hyper_node_object
+    rng = random.Random(seed)
+    names = [n["metadata"]["name"] for n in w["nodes"]]
+    racks = [names[i:i + 8] for i in range(0, len(names), 8)]
+    hns = []
+    for r, members in enumerate(racks):
+        pattern = "^(" + "|".join(members) + ")$"
+        hns.append(hyper_node_object(f"rack{r}", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]))
+    for s in range(0, len(racks), 4):
+        hns.append(hyper_node_object(f"spine{s // 4}", 2, [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack{r}"}}}
+            for r in range(s, min(s + 4, len(racks)))]))
+    w = dict(w, hypernodes=hns)
+    groups = w["podgroups"] + [g for g, _ in w["wave2"]]
+    for g in groups:
+        if g["metadata"]["name"].startswith(("job", "late")) and rng.random() < 0.33:
+            g["spec"]["networkTopology"] = {"mode": rng.choice(["hard", "soft"]),
+                                            "highestTierAllowed": rng.choice([1, 2])}
+    return w
 
 
 # ------------------------------------------------------------------------------------- running
@@ -255,6 +284,8 @@ def _cache(w: dict, prof: str) -> tuple[SchedulerCache, RecordingIO]:
                            scheduler_names=("volcano",), default_queue="default")
     for n in w["nodes"]:
         cache.add_node(copy.deepcopy(n))
+    for h in w.get("hypernodes", ()):
+        cache.add_hyper_node(copy.deepcopy(h))
     for q in w["queues"]:
         cache.add_queue(copy.deepcopy(q))
     for g in w["podgroups"]:
@@ -360,6 +391,51 @@ def test_fast_and_scalar_sessions_are_identical(seed: int, prof: str, kind: str,
     assert sum(len(s["binds"]) for s in fast) > 10
     diff = _first_difference(fast, scalar)
     assert fast == scalar, diff
+
+
+@pytest.mark.parametrize("seed,prof", [(31, "v1.14"), (32, "pr5045-fixed"), (33, "pr5045")])
+def test_fast_and_scalar_sessions_are_identical_with_hypernodes(seed: int, prof: str) -> None:
+    """HyperNodes present and jobs with hard / soft network topologies: those jobs take the scalar
+    path (the fast path is per job), the others the fast path; the sessions stay identical."""
+    w = with_hypernodes(workload(seed, nominated=False), seed)
+    fast, info = run(w, prof, "hypernodes", True)
+    scalar, sinfo = run(w, prof, "hypernodes", False)
+    assert all(r is None for r in info["reasons"]), info["reasons"]
+    assert info["fast"] > 20 and sinfo["fast"] == 0
+    topo = {f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in
+            w["podgroups"] + [g for g, _ in w["wave2"]] if g["spec"].get("networkTopology")}
+    bound_topo = [k for s_ in fast for k, _ in s_["binds"] if k.rsplit("-", 1)[0] in topo]
+    assert len(bound_topo) > 5, "the topology jobs hardly ran"
+    diff = _first_difference(fast, scalar)
+    assert fast == scalar, diff
+
+
+def test_hard_topology_gangs_stay_in_one_allowed_hypernode() -> None:
+    w = with_hypernodes(workload(34, nominated=False), 34)
+    out, _ = run(w, "v1.14", "hypernodes", True, sessions=1)
+    rack_of = {}
+    spine_of = {}
+    for h in w["hypernodes"]:
+        if h["metadata"]["name"].startswith("rack"):
+            pat = h["spec"]["members"][0]["selector"]["regexMatch"]["pattern"]
+            for n in pat[2:-2].split("|"):
+                rack_of[n] = h["metadata"]["name"]
+    for h in w["hypernodes"]:
+        if h["metadata"]["name"].startswith("spine"):
+            for m in h["spec"]["members"]:
+                spine_of[m["selector"]["exactMatch"]["name"]] = h["metadata"]["name"]
+    hard = {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g["spec"]["networkTopology"]["highestTierAllowed"]
+            for g in w["podgroups"] if (g["spec"].get("networkTopology") or {}).get("mode") == "hard"}
+    by_job: dict = {}
+    for k, node in out[0]["binds"]:
+        job = k.rsplit("-", 1)[0]
+        if job in hard:
+            by_job.setdefault(job, set()).add(node)
+    assert len(by_job) >= 3
+    for job, nodes in by_job.items():
+        racks = {rack_of[n] for n in nodes}
+        domains = racks if hard[job] == 1 else {spine_of[r] for r in racks}
+        assert len(domains) == 1, (job, hard[job], sorted(nodes))
 
 
 def test_scenarios_exercise_pipelines_evictions_and_failures() -> None:

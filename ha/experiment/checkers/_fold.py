@@ -27,7 +27,7 @@ __all__ = ["EventFold", "Step", "steps", "reference_pass", "ReferencePass", "key
            "DIVERGENCE_EXAMPLES"]
 
 DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
-_KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
+_KINDS = ("PriorityClass", "Queue", "Node", "HyperNode", "PodGroup", "Pod")
 
 
 def key_of(obj: dict) -> str:

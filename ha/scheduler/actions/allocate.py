@@ -42,8 +42,24 @@ Switches (``ssn.switches``):
 * ``sync_nominated_node`` — the fast path reads ``task.nominated_node_name`` (transaction context)
   instead of ``pod.status.nominatedNodeName``.
 
-Deviations: hypernodes / network topology and sub-group policies are not modelled (every job uses
-the default sub-job over all nodes); no sharding; random node tie-breaks use ``ssn.rng``.
+Network topology (v1.14.0, ``allocate.go:171-176,300-335,343-505,551-688``): jobs with a
+``networkTopology`` wait while the hypernodes are not ready; ``highestTierName`` is resolved to a
+tier when the job is popped (``updateJobTier``). A **hard** job (mode hard, highestTierAllowed set)
+is placed by ``allocate_for_job``: for each gradient of ``HyperNodeGradientForJobFn`` (lowest tier
+first), a dry run in every hypernode of the gradient (statement saved and discarded), the runs
+leaving the job Ready or Pipelined kept, the best by the hypernode-order score (``HyperNodeOrderFn``
+of the sub-job's own dry run; ties random) recovered onto a new statement; committed only when
+JobReady, and the job's ``allocated_hyper_node`` becomes the LCA of the old one and the chosen
+hypernode. Other jobs use the cluster-top hypernode (all nodes); for a job with a topology each
+task carries the sub-job's allocated hypernode (``task.job_allocated_hyper_node``, read by the
+plugin's node score), which grows to the LCA of the placed nodes' lowest-tier hypernodes and is kept
+when a soft job becomes ready. When seed 001's ``GangSearchSpaceFn`` answers for a job (the
+network-topology-aware plugin does when its ``enabledHyperNodeGradient`` is off), that hook places
+the job in one of its domains instead (gang_path.py). A job with a network topology never takes the
+vectorised fast path.
+
+Deviations: sub-group policies are not modelled (every job is its default sub-job); no sharding;
+random node and hypernode tie-breaks use ``ssn.rng``.
 """
 from __future__ import annotations
 
@@ -52,7 +68,10 @@ from typing import Any
 
 from ha.scheduler.api import CacheError, TaskStatus, ZERO
 from ha.scheduler.api.types import Status, StatusCode, FitError, FitErrors, wrap_insufficient_resource_reason
-from ha.scheduler.framework.statement import Statement, StatementError
+from ha.scheduler.api.hypernode_info import CLUSTER_TOP_HYPERNODE
+from ha.scheduler.framework.hypernodes import (find_hyper_node_for_node, prioritize_hyper_nodes,
+                                               select_best_hyper_node_and_score)
+from ha.scheduler.framework.statement import Statement, StatementError, save_operations
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes,
                                          select_best_node_and_score)
 
@@ -93,6 +112,8 @@ class _AllocateContext:
 class AllocateAction:
     def __init__(self) -> None:
         self.ssn: Any = None
+        # recorder.SaveSubJobDecision: (job, hypernode for the job) -> the sub-job's hypernode
+        self._sub_job_decisions: dict[tuple[Any, str], str] = {}
         self.enable_predicate_error_cache = True
         self.ph: PredicateHelper | None = None
         self.fastpath: Any = None  # framework/fastpath.py, decided once per session
@@ -114,6 +135,7 @@ class AllocateAction:
     def execute(self, ssn: Any) -> None:
         self.parse_arguments(ssn)
         self.ssn = ssn
+        self._sub_job_decisions = {}
         from ha.scheduler.framework import fastpath
         self.fastpath = fastpath.for_session(ssn)
         if _sw(ssn, "overflow_unpipeline"):
@@ -186,6 +208,8 @@ class AllocateAction:
                 continue
             if job.queue not in ssn.queues:
                 continue
+            if not ssn.hyper_nodes_ready_to_schedule and job.contains_network_topology():
+                continue
             tasks = self.organize_job_worksheet(job)
             if tasks.empty():
                 continue
@@ -229,12 +253,20 @@ class AllocateAction:
             if jobs is None or jobs.empty():
                 continue
             job = jobs.pop()
+            update_job_tier(ssn.hyper_node_tier_name_map, job)
             tasks = actx.tasks.get(job.uid)
             if tasks is not None:
-                stmt = self.allocate_resources_for_tasks(job, tasks)
+                hard = job.contains_hard_topology() and not self._domain_hook_applies(job)
+                if hard:
+                    stmt, decision = self.allocate_for_job(job, tasks)
+                else:
+                    stmt, decision = self.allocate_resources_for_tasks(job, tasks), ""
                 if stmt is not None:
                     if ssn.job_ready(job):
                         stmt.commit()
+                        if hard:
+                            ssn.mark_job_dirty(job.uid)
+                            self._update_decision_to_job(job, decision)
                         if len(tasks) > 0:
                             jobs.push(job)
                     elif resolve:
@@ -259,8 +291,101 @@ class AllocateAction:
             return task.nominated_node_name or ""
         return ((task.pod.get("status") or {}).get("nominatedNodeName") or "")
 
+    # -- network topology (hard mode) -----------------------------------------------------------
+    def _domain_hook_applies(self, job: Any) -> bool:
+        """Seed 001: a GangSearchSpaceFn that answers for this job places it (gang_path.py)."""
+        if not getattr(self.ssn, "gang_search_space_fns", None):
+            return False
+        from ha.scheduler.framework.gang_eviction import PURPOSE_ALLOCATE
+        return bool(self.ssn.gang_valid_domains(job, PURPOSE_ALLOCATE))
+
+    def allocate_for_job(self, job: Any, tasks: PriorityQueue) -> tuple[Statement | None, str]:
+        """``allocateForJob``: dry-run the job in each hypernode of each gradient; recover the best
+        run of the first gradient that has one. Returns (statement, chosen hypernode)."""
+        ssn = self.ssn
+        if tasks.empty():
+            return None, ""
+        snapshot = job.sub_job_allocated_hyper_node       # recorder.SnapshotSubJobStatus
+        top = ssn.hyper_nodes.get(CLUSTER_TOP_HYPERNODE)
+        if top is None:   # a session not opened by open_session has no hypernode view
+            return None, ""
+        for gradient in ssn.hyper_node_gradient_for_job_fn(job, top):
+            backups: dict[str, Statement] = {}
+            remains: dict[str, PriorityQueue] = {}
+            scores: dict[str, float] = {}
+            for hn in gradient:
+                job.reset_fit_err()
+                copy = tasks.clone()
+                stmts: list[Statement] = []
+                total = 0.0
+                while not copy.empty():
+                    stmt, score = self.allocate_for_sub_job(job, copy, hn)
+                    if stmt is None or not stmt.operations:
+                        break
+                    stmts.append(stmt)
+                    total += score
+                    if ssn.job_ready(job):
+                        break
+                decision = job.sub_job_allocated_hyper_node
+                job.sub_job_allocated_hyper_node = snapshot   # recorder.RecoverSubJobStatus
+                merged = save_operations(*stmts)
+                if merged.operations and (ssn.job_ready(job) or ssn.job_pipelined(job)):
+                    backups[hn.name] = merged
+                    remains[hn.name] = copy
+                    scores[hn.name] = total
+                    self._sub_job_decisions[(job.uid, hn.name)] = decision
+                for st in stmts:
+                    st.discard()
+            if not scores:
+                continue
+            best_score = max(scores.values())
+            tied = sorted(n for n, sc in scores.items() if sc == best_score)
+            best = tied[ssn.rng.randrange(len(tied))] if len(tied) > 1 else tied[0]
+            final = ssn.statement()
+            final.recover_operations(backups[best])
+            tasks.replace_with(remains[best])
+            return final, best
+        return None, ""
+
+    def allocate_for_sub_job(self, job: Any, tasks: PriorityQueue, hyper_node: Any) -> tuple[Statement | None, float]:
+        """``allocateForSubJob`` for the default sub-job: its gradient is [[hyper_node]] (no
+        sub-group policy); dry run, score with HyperNodeOrderFn, recover."""
+        ssn = self.ssn
+        if tasks.empty():
+            return None, 0.0
+        job.reset_fit_err()
+        copy = tasks.clone()
+        stmt = self.allocate_resources_for_tasks(job, copy, nodes=ssn.real_nodes_list.get(hyper_node.name) or [],
+                                                 hyper_node=hyper_node.name)
+        if stmt is None or not stmt.operations:
+            return None, 0.0
+        backup = save_operations(stmt)
+        stmt.discard()
+        candidates = {hyper_node.name: ssn.real_nodes_list.get(hyper_node.name) or []}
+        best, score = select_best_hyper_node_and_score(
+            prioritize_hyper_nodes(candidates, job, ssn.hyper_node_order_map_fn), ssn.rng)
+        if not best:
+            return None, 0.0
+        final = ssn.statement()
+        final.recover_operations(backup)
+        job.sub_job_allocated_hyper_node = ssn.hyper_nodes.get_lca_hyper_node(job.sub_job_allocated_hyper_node, best)
+        tasks.replace_with(copy)
+        return final, score
+
+    def _update_decision_to_job(self, job: Any, hyper_node: str) -> None:
+        """``recorder.UpdateDecisionToJob``: the job's and the sub-job's allocated hypernodes
+        become the LCA with this session's decision."""
+        if not hyper_node:
+            return
+        hns = self.ssn.hyper_nodes
+        job.allocated_hyper_node = hns.get_lca_hyper_node(job.allocated_hyper_node, hyper_node)
+        sub = self._sub_job_decisions.get((job.uid, hyper_node), "")
+        if sub:
+            job.sub_job_allocated_hyper_node = hns.get_lca_hyper_node(job.sub_job_allocated_hyper_node, sub)
+
     def allocate_resources_for_tasks(self, job: Any, tasks: PriorityQueue,
-                                     nodes: list[Any] | None = None) -> Statement | None:
+                                     nodes: list[Any] | None = None,
+                                     hyper_node: str = CLUSTER_TOP_HYPERNODE) -> Statement | None:
         ssn = self.ssn
         if nodes is None:
             # --- seed 001 hook (gang_path.py): a job a GangSearchSpaceFn constrains is placed
@@ -276,6 +401,9 @@ class AllocateAction:
             return None
         stmt = ssn.statement()
         ph = PredicateHelper(ssn.cache)
+        topology = job.with_network_topology()
+        allocated_hn = job.sub_job_allocated_hyper_node
+        fast_ok = self.fastpath is not None and nodes is ssn.node_list and not topology
         while not tasks.empty():
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
@@ -309,7 +437,7 @@ class AllocateAction:
                     stmt.un_pipeline_in_session(task)
             fast_sel = None
             if not predicate_nodes:
-                if self.fastpath is not None and nodes is ssn.node_list:
+                if fast_ok:
                     # vectorised scan with the same result; empty: the scalar scan below
                     # produces the exact FitErrors
                     fast_sel = self.fastpath.predicate_nodes(task, ph, self.enable_predicate_error_cache)
@@ -319,11 +447,15 @@ class AllocateAction:
                     predicate_nodes, fit_errors = ph.predicate_nodes(task, nodes, self.predicate,
                                                                      self.enable_predicate_error_cache)
             if fast_sel is None and not predicate_nodes:
+                if fit_errors is not None and hyper_node != CLUSTER_TOP_HYPERNODE:
+                    fit_errors.set_hyper_node(hyper_node)
                 job.nodes_fit_errors[task.uid] = fit_errors
                 if job.need_continue_allocating():
                     continue
                 break
 
+            if topology:
+                task.job_allocated_hyper_node = allocated_hn
             if fast_sel is not None:
                 best = self.fastpath.prioritize_nodes(task, fast_sel)
             else:
@@ -331,10 +463,17 @@ class AllocateAction:
             if best is None:
                 continue
             self.allocate_resources_for_task(stmt, task, best)
+            if topology:
+                # getNewAllocatedHyperNode: grow to the LCA with the node's lowest-tier hypernode
+                hn = find_hyper_node_for_node(ssn, best.name)
+                if hn:
+                    allocated_hn = hn if not allocated_hn else ssn.hyper_nodes.get_lca_hyper_node(hn, allocated_hn)
             if ssn.job_ready(job):
                 break
 
         if ssn.job_ready(job):
+            if job.is_soft_topology_mode():
+                job.sub_job_allocated_hyper_node = allocated_hn
             return stmt
         if ssn.job_pipelined(job):
             return stmt
@@ -388,6 +527,18 @@ class AllocateAction:
             return FitError.with_status(task, node, Status(StatusCode.UNSCHEDULABLE,
                                                            wrap_insufficient_resource_reason(names)))
         return self.ssn.predicate_for_allocate_action(task, node)
+
+
+def update_job_tier(tier_name_map: dict[str, int], job: Any) -> None:
+    """``updateJobTier``: a ``highestTierName`` without ``highestTierAllowed`` becomes the tier of
+    that name among the hypernodes (the name is then cleared); an unknown name leaves both."""
+    nt = job.network_topology()
+    if nt is None or not nt.get("highestTierName") or nt.get("highestTierAllowed") is not None:
+        return
+    tier = tier_name_map.get(nt["highestTierName"])
+    if tier is not None:
+        nt["highestTierAllowed"] = tier
+        nt["highestTierName"] = ""
 
 
 def new() -> AllocateAction:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from .job_info import JobInfo
 from .node_info import NodeInfo
 from .queue_info import QueueInfo
+from .hypernode_info import HyperNodeInfoMap
 
 __all__ = ["ClusterInfo"]
 
@@ -20,6 +21,13 @@ class ClusterInfo:
     node_list: list[str] = field(default_factory=list)
     # priority class name -> value, for plugins that need it (not a Volcano field)
     priority_classes: dict[str, int] = field(default_factory=dict)
+    # HyperNodes (api/hyper_node_info.go): infos, tier -> names, hypernode -> node names (shared
+    # frozensets), tierName -> tier, and whether the tree built without error
+    hyper_nodes: HyperNodeInfoMap = field(default_factory=HyperNodeInfoMap)
+    hyper_nodes_set_by_tier: dict[int, set[str]] = field(default_factory=dict)
+    real_nodes_set: dict[str, frozenset[str]] = field(default_factory=dict)
+    hyper_node_tier_name_map: dict[str, int] = field(default_factory=dict)
+    hyper_nodes_ready_to_schedule: bool = True
 
     def __str__(self) -> str:
         lines = ["Cache:"]

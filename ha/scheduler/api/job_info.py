@@ -60,7 +60,7 @@ class JobInfo:
         "job_fit_errors", "nodes_fit_errors", "task_status_index", "tasks", "task_min_available",
         "task_min_available_total", "allocated", "total_request", "creation_timestamp", "pod_group",
         "schedule_start_timestamp", "preemptable", "revocable_zone", "budget", "allocated_hyper_node",
-        "__weakref__",
+        "sub_job_allocated_hyper_node", "__weakref__",
     )
 
     def __init__(self, uid: str, *tasks: TaskInfo):
@@ -87,6 +87,8 @@ class JobInfo:
         self.revocable_zone = ""
         self.budget = DisruptionBudget()
         self.allocated_hyper_node = ""
+        # the default sub-job's AllocatedHyperNode (Go keeps it apart from the job's)
+        self.sub_job_allocated_hyper_node = ""
         for t in tasks:
             self.add_task_info(t)
 
@@ -256,6 +258,7 @@ class JobInfo:
         info.revocable_zone = self.revocable_zone
         info.budget = self.budget.clone()
         info.allocated_hyper_node = self.allocated_hyper_node
+        info.sub_job_allocated_hyper_node = self.sub_job_allocated_hyper_node
         for t in self.tasks.values():
             info.add_task_info(t.clone())
         return info
@@ -291,6 +294,42 @@ class JobInfo:
 
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available
+
+    # ---- network topology (job_info.go:1197-1338; no sub-group policies: the default sub-job
+    # carries the PodGroup's networkTopology) ----------------------------------------------------
+    def network_topology(self) -> dict | None:
+        """``spec.networkTopology`` of the PodGroup, or None. A missing ``mode`` key reads as the
+        CRD default ``hard``; an explicit ``""`` stays ``""`` (neither hard nor soft)."""
+        if self.pod_group is None:
+            return None
+        nt = (self.pod_group.get("spec") or _EMPTY).get("networkTopology")
+        return nt if isinstance(nt, dict) else None
+
+    def with_network_topology(self) -> bool:
+        return self.network_topology() is not None
+
+    contains_network_topology = with_network_topology
+
+    def is_hard_topology_mode(self) -> tuple[bool, int]:
+        """(hard, highestTierAllowed): hard needs a non-nil highestTierAllowed."""
+        nt = self.network_topology()
+        if nt is None or nt.get("highestTierAllowed") is None:
+            return False, 0
+        return nt.get("mode", "hard") == "hard", int(nt["highestTierAllowed"])
+
+    def is_soft_topology_mode(self) -> bool:
+        nt = self.network_topology()
+        return nt is not None and nt.get("mode", "hard") == "soft"
+
+    def contains_hard_topology(self) -> bool:
+        return self.is_hard_topology_mode()[0]
+
+    def pending_min_resources(self) -> Resource:
+        """The default sub-job's ``GetMinResources``: Σ InitResreq of its Pending tasks."""
+        r = Resource()
+        for t in (self.task_status_index.get(TaskStatus.PENDING) or _EMPTY).values():
+            r.add(t.init_resreq)
+        return r
 
     def is_pending(self) -> bool:
         return self.pod_group is None or self.pod_group_phase in (PodGroupPhase.PENDING, "")

@@ -13,6 +13,7 @@ from typing import Any
 
 from ha.scheduler.api import TaskStatus
 from ha.scheduler.api.helpers import completed_status, scheduled_status
+from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION
 
 __all__ = ["JobUpdater", "job_status", "get_pod_group_phase", "is_pod_group_status_updated"]
 
@@ -112,7 +113,15 @@ class JobUpdater:
         job.pod_group["status"] = new_status
         old = ssn.pod_group_old_state.status.get(job.uid)
         update_pg = old is None or is_pod_group_status_updated(new_status, old)
+        # isJobAllocatedHyperNodeChanged / DirtyJobs (job_updater.go:106-125)
+        key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
+        old_hn = (ssn.pod_group_old_state.annotations.get(job.uid) or {}).get(key, "")
+        update_ann = old_hn != ((job.pod_group.get("metadata") or {}).get("annotations") or {}).get(key, "")
+        update_info = job.uid in ssn.dirty_jobs
         try:
-            ssn.cache.update_job_status(job, update_pg)
+            if update_ann or update_info:
+                ssn.cache.update_job_status(job, update_pg, update_ann, update_info)
+            else:
+                ssn.cache.update_job_status(job, update_pg)
         except Exception as e:  # noqa: BLE001 - Volcano logs a failed update and goes on
             ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")

@@ -36,8 +36,10 @@ add_allocatable_fn              (queue, task) -> bool                           
 add_target_job_fn               (jobs) -> job | None                                 enabled_target_job
 add_reserved_nodes_fn           () -> None                                           enabled_reserved_nodes
 add_victim_tasks_fns            [fn(tasks) -> tasks]                                 enabled_victim
-add_sub_job_ready_fn / add_sub_job_pipelined_fn, add_hyper_node_* , add_simulate_*   stored; hypernodes and
-                                                                                     sub-groups are not modelled
+add_hyper_node_order_fn         (job, {hypernode: [nodes]}) -> {hypernode: score}    enabled_hyper_node_order
+add_hyper_node_gradient_for_job_fn (job, HyperNodeInfo) -> [[HyperNodeInfo]]        enabled_hyper_node_gradient (first wins)
+add_sub_job_ready_fn / add_sub_job_pipelined_fn, add_simulate_*                      stored; sub-groups are not
+                                                                                     modelled
 add_event_handler               EventHandler(allocate_func, deallocate_func)
 add_gang_search_space_fn        (job, ssn, purpose) -> SearchSpace | None             (no flag) gang_valid_domains
 add_gang_victim_selector_fn     (preemptor_job, needed, candidates, ctx) -> dict      (no flag) gang_victim_selector
@@ -56,9 +58,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
 from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
 from ha.scheduler.framework.events import Event, EventHandler, NodeScore, ValidateResult
 from ha.scheduler.framework.fit import FitError, as_fit_error
+from ha.scheduler.framework.hypernodes import open_hyper_nodes
 from ha.scheduler.framework.util import PriorityQueue, compare_task
 
 log = logging.getLogger(__name__)
@@ -181,6 +185,13 @@ class Session:
         self.dirty_jobs: set[Any] = set()
         self.nodes_in_shard: set[str] | None = None
         self.hyper_nodes_ready_to_schedule = False
+        # hypernodes (framework/hypernodes.py fills them at open)
+        self.hyper_nodes: HyperNodeInfoMap = HyperNodeInfoMap()
+        self.hyper_nodes_set_by_tier: dict[int, set[str]] = {}
+        self.hyper_node_tier_name_map: dict[str, int] = {}
+        self.hyper_nodes_tiers: list[int] = []
+        self.real_nodes_list: dict[str, list[Any]] = {}
+        self.real_nodes_set: dict[str, frozenset[str]] = {}
 
         self.plugins: dict[str, Any] = {}
         self.event_handlers: list[EventHandler] = []
@@ -342,6 +353,20 @@ class Session:
 
     def add_hyper_node_gradient_for_sub_job_fn(self, name: str, fn: Callable) -> None:
         self._register(self.hyper_node_gradient_for_sub_job_fns, name, fn)
+
+    def hyper_node_order_map_fn(self, job: Any, hyper_nodes: dict[str, list[Any]]) -> dict[str, dict[str, float]]:
+        """``HyperNodeOrderMapFn``: plugin name -> {hypernode: score}, every plugin with
+        ``enabledHyperNodeOrder`` that registered a function."""
+        out: dict[str, dict[str, float]] = {}
+        for _ti, opt, fn in self._enabled("enabled_hyper_node_order", self.hyper_node_order_fns):
+            out[opt.name] = fn(job, hyper_nodes)
+        return out
+
+    def hyper_node_gradient_for_job_fn(self, job: Any, hyper_node: Any) -> list[list[Any]]:
+        """``HyperNodeGradientForJobFn``: the first enabled plugin decides; none: [[hyper_node]]."""
+        for _ti, _opt, fn in self._enabled("enabled_hyper_node_gradient", self.hyper_node_gradient_for_job_fns):
+            return fn(job, hyper_node) or []
+        return [[hyper_node]]
 
     def add_event_handler(self, eh: EventHandler) -> None:
         self.event_handlers.append(eh)
@@ -1045,6 +1070,7 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
     else:
         ssn.node_list = [ssn.nodes[n] if isinstance(n, str) else n for n in names
                          if (n in ssn.nodes if isinstance(n, str) else True)]
+    open_hyper_nodes(ssn, snapshot)
     ssn.queues = snapshot.queues
     ssn.namespace_info = getattr(snapshot, "namespace_info", {}) or {}
     ssn.revocable_nodes = getattr(snapshot, "revocable_nodes", {}) or {}

@@ -86,6 +86,10 @@ class PriorityQueue:
         q._items = list(self._items)
         return q
 
+    def replace_with(self, other: "PriorityQueue") -> None:
+        """Take ``other``'s items (the worksheets' ``ShallowCopyFrom``)."""
+        self._items = list(other._items)
+
     def items(self) -> list[Any]:
         """The items in heap order (not sorted); for inspection only."""
         return list(self._items)
