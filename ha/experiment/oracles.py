@@ -155,18 +155,18 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
     the cluster's capacity; per resource dimension, the largest of the dimensions is returned.
     A node only one side knows counts with the other side as zero. None without capacity. With
     ``ref_before`` (see :func:`task_diff`) a node counts the smaller of its two deltas."""
+    # the nodes whose entries differ at all (sorted: a float sum's order must not depend on hashing)
+    differing = [n for n in sorted(inst_nodes.keys() | ref_nodes.keys())
+                 if (inst_nodes.get(n) or {}) != (ref_nodes.get(n) or {})]
     worst: float | None = None
     for dim in dims:
         cap = capacity.get(dim) or 0.0
         if cap <= 0:
             continue
         total = 0.0
-        for name in sorted(inst_nodes.keys() | ref_nodes.keys()):   # sorted: a float sum's order
+        for name in differing:
             a = inst_nodes.get(name) or {}
-            r = ref_nodes.get(name) or {}
-            if a == r:
-                continue      # the common case: the very same node
-            d = _node_delta(a, r, dim)
+            d = _node_delta(a, ref_nodes.get(name) or {}, dim)
             if d and ref_before is not None:
                 d = min(d, _node_delta(a, ref_before.get(name) or {}, dim))
             total += d

@@ -75,6 +75,7 @@ class EventFold:
         self.truth = Truth(pods=self.store["Pod"], nodes=self.store["Node"], pod_groups=self.store["PodGroup"])
         self.nodes_changed = True
         self.listener = None       # on_event(kind, type, old, new) after the cache applied it
+        self.pod_key: dict[str, str] = {}   # uid -> "ns/name" of the pods the truth holds
 
     def advance(self, rv: int | None, t: float = 0.0) -> list[PodEvent]:
         """Apply every event with RV <= ``rv``; returns the pod events they make."""
@@ -103,6 +104,7 @@ class EventFold:
                         h.on_update(old, obj)
                 if kind == "Pod":
                     out.extend(pod_events_of(old, obj, et))
+                    self.pod_key[(obj.get("metadata") or {}).get("uid")] = k
                 if self.listener is not None:
                     self.listener(kind, typ, old, obj)
             elif typ == "DELETED":
@@ -113,7 +115,9 @@ class EventFold:
                 if self.listener is not None:
                     self.listener(kind, typ, old, obj)
                 if kind == "Pod":
-                    out.append(PodEvent(et, "deleted", k, (obj.get("metadata") or {}).get("uid")))
+                    uid = (obj.get("metadata") or {}).get("uid")
+                    out.append(PodEvent(et, "deleted", k, uid))
+                    self.pod_key.pop(uid, None)
         return out
 
 
@@ -323,7 +327,6 @@ def reference_pass(h, *, exact: bool = False) -> ReferencePass:
             fold.nodes_changed = False
         rows: dict[str, dict[str, Any]] = {}
         worst = None
-        names = None
         for name in sorted(states):
             st = states[name]
             if not st.get("alive") or not st.get("synced", 1):
@@ -339,8 +342,7 @@ def reference_pass(h, *, exact: bool = False) -> ReferencePass:
                           "cache_divergence_persistent": rp.divergence.last_persistent.get(name, 0)}
             worst = v if worst is None else max(worst, v)
             uids = sorted(rp.divergence.last_counted.get(name) or ())
-            if uids and names is None:
-                names = {(p.get("metadata") or {}).get("uid"): key for key, p in fold.store["Pod"].items()}
+            names = fold.pod_key
             for uid in uids[:DIVERGENCE_EXAMPLES]:
                 rp.examples.append({"t": round(t, 3), "instance": name, "pod": names.get(uid), "uid": uid,
                                     "instance_state": st["tasks"].get(uid), "reference": ref["tasks"].get(uid),
