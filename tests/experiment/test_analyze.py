@@ -156,3 +156,19 @@ def test_compare_shows_analyzed_runs_with_their_extensions(tmp_path):
     assert t["metrics"]["cache_divergence"] == [2, 2]
     assert t["metrics"]["leader_changes"] == [0, 0] and t["metrics"]["api_consistency"] == [True, True]
     assert t["metrics"]["failover_recovery_s"] == [None, None]
+
+
+def test_chaos_windows_come_from_the_history_and_chaos_decides_what_is_windowed(tmp_path):
+    from ha.experiment.history import HistoryWriter
+    from ha.experiment.report import chaos_windows
+    from .histories import header
+    w = HistoryWriter(tmp_path, header())
+    for rec in ({"t": 1.0, "index": 0, "fault": "kill", "action": "fire", "targets": [S1], "status": "applied"},
+                {"t": 2.0, "index": 1, "fault": "redis-restart", "action": "start", "targets": [], "status": "applied"},
+                {"t": 3.5, "index": 1, "fault": "redis-restart", "action": "end", "targets": [], "status": "applied"},
+                {"t": 4.0, "index": 2, "fault": "pause", "action": "start", "targets": [S2], "status": "skipped"},
+                {"t": 5.0, "index": 3, "fault": "watch-expire", "action": "fire", "targets": [S2], "status": "applied"}):
+        w.fault(rec)
+    w.close()
+    assert chaos_windows({}, tmp_path) == [("kill→scheduler-1", 1.0, None), ("redis-restart→", 2.0, 3.5),
+                                           ("watch-expire→scheduler-2", 5.0, None)]
