@@ -172,3 +172,34 @@ def test_chaos_windows_come_from_the_history_and_chaos_decides_what_is_windowed(
     w.close()
     assert chaos_windows({}, tmp_path) == [("kill→scheduler-1", 1.0, None), ("redis-restart→", 2.0, 3.5),
                                            ("watch-expire→scheduler-2", 5.0, None)]
+
+
+def test_timeseries_status_counts_follow_the_deltas(tmp_path):
+    from ha.experiment.analyze import _base_rows
+    from ha.experiment.history import HistoryWriter
+    from ha.experiment.results import task_status_counts
+    from .histories import header, inst
+    import random
+    rnd = random.Random(3)
+    given = []
+    w = HistoryWriter(tmp_path, header())
+    tasks = {}
+    for k in range(40):
+        tasks = dict(tasks)
+        for _ in range(rnd.randint(0, 5)):
+            u = f"u{rnd.randrange(15)}"
+            if rnd.random() < 0.25:
+                tasks.pop(u, None)
+            else:
+                tasks[u] = [rnd.choice(["Pending", "Bound", "Running", "Pipelined"]), "n1"]
+        alive = k % 9 != 4
+        gen = 0 if k < 25 else 1
+        w.tick(float(k), 1, 1, {S1: inst(tasks, gen=gen) if alive else None, S2: inst({})})
+        given.append(task_status_counts(tasks) if alive else None)
+    w.close()
+    rows = _base_rows(History(tmp_path))
+    for row, want in zip((r[0] for r in rows), given):
+        if want is None:
+            assert row["alive"] == 0
+        else:
+            assert {k.removeprefix("tasks_").upper(): v for k, v in row.items() if k.startswith("tasks_")} == want
