@@ -203,3 +203,11 @@ def test_timeseries_status_counts_follow_the_deltas(tmp_path):
             assert row["alive"] == 0
         else:
             assert {k.removeprefix("tasks_").upper(): v for k, v in row.items() if k.startswith("tasks_")} == want
+
+
+def test_report_of_a_recorded_but_unanalyzed_run_points_to_analyze(tmp_path):
+    out = results_folder(tmp_path / "run")
+    res = CliRunner().invoke(app, ["report", str(out)])
+    assert res.exit_code == 2 and "ha-testbed analyze" in res.output
+    assert CliRunner().invoke(app, ["analyze", str(out)]).exit_code == 0
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
