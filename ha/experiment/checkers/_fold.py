@@ -76,6 +76,7 @@ class EventFold:
         self.nodes_changed = True
         self.listener = None       # on_event(kind, type, old, new) after the cache applied it
         self.pod_key: dict[str, str] = {}   # uid -> "ns/name" of the pods the truth holds
+        self.pod_changes: list[tuple[dict | None, dict | None]] = []   # (old, new) since cleared
 
     def advance(self, rv: int | None, t: float = 0.0) -> list[PodEvent]:
         """Apply every event with RV <= ``rv``; returns the pod events they make."""
@@ -105,6 +106,7 @@ class EventFold:
                 if kind == "Pod":
                     out.extend(pod_events_of(old, obj, et))
                     self.pod_key[(obj.get("metadata") or {}).get("uid")] = k
+                    self.pod_changes.append((old, obj))
                 if self.listener is not None:
                     self.listener(kind, typ, old, obj)
             elif typ == "DELETED":
@@ -118,6 +120,7 @@ class EventFold:
                     uid = (obj.get("metadata") or {}).get("uid")
                     out.append(PodEvent(et, "deleted", k, uid))
                     self.pod_key.pop(uid, None)
+                    self.pod_changes.append((old, None))
         return out
 
 
@@ -129,6 +132,8 @@ class Step:
     truth: Truth                     # the fold's live state: valid during this step only
     events: list[PodEvent]
     decisions: list[dict]
+    pod_changes: list[tuple[dict | None, dict | None]] = field(default_factory=list)  # (old, new)
+    nodes_changed: bool = False
 
 
 def _decisions_by_tick(h) -> list[list[dict]]:
@@ -157,8 +162,9 @@ def steps(h, *, cache=None) -> Iterator[Step]:
     by_tick = _decisions_by_tick(h)
     for i, tk in enumerate(h.ticks()):
         t = float(tk["t"])
+        fold.pod_changes, fold.nodes_changed = [], False
         evs = fold.advance(rvs[i], t)
-        yield Step(i, tk, t, fold.truth, evs, by_tick[i])
+        yield Step(i, tk, t, fold.truth, evs, by_tick[i], fold.pod_changes, fold.nodes_changed)
 
 
 class ReferenceDigest:
