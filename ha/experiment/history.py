@@ -280,6 +280,13 @@ class History:
 
     def ticks(self) -> list[dict[str, Any]]:
         """The tick records as written (instance digests as deltas)."""
+        if "ticks_checked" not in self._cache:
+            for i, tk in enumerate(self._lines("ticks")):
+                if not isinstance(tk, dict) or not isinstance(tk.get("t"), (int, float)) \
+                        or not isinstance(tk.get("instances"), dict):
+                    raise BadInput(f"{self.dir / 'ticks.jsonl'}: tick record {i + 1}: expected an object "
+                                   "with a number 't' and an object 'instances'")
+            self._cache["ticks_checked"] = True
         return self._lines("ticks")
 
     def decisions(self) -> list[dict[str, Any]]:
