@@ -317,6 +317,10 @@ class History:
             end = 0
             try:
                 for e in up:
+                    if not isinstance(e, dict) or not isinstance(e.get("rv"), int) or "kind" not in e \
+                            or e.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+                        raise BadInput(f"{path}: event {len(out) + 1}: expected a map with an integer 'rv', "
+                                       "'type' ADDED/MODIFIED/DELETED and 'kind'")
                     out.append(e)
                     end = up.tell()
             except (msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError, ValueError) as e:

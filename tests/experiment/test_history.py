@@ -120,3 +120,14 @@ def test_a_tick_without_its_fields_is_bad_input_naming_the_record(tmp_path):
     (tmp_path / "history" / "ticks.jsonl").write_text('{"tick": 0, "t": 0.0, "instances": {}}\n{"tick": 1}\n')
     with pytest.raises(BadInput, match=r"ticks.jsonl: tick record 2"):
         History(tmp_path).ticks()
+
+
+def test_a_bad_event_is_bad_input_naming_it(tmp_path):
+    w = HistoryWriter(tmp_path, {})
+    w.events([{"rv": 1, "type": "ADDED", "kind": "Pod", "object": {}}])
+    w.close()
+    import msgpack
+    with open(tmp_path / "history" / "events.msgpack", "ab") as f:
+        f.write(msgpack.packb({"rv": "2", "type": "BOOKMARK", "kind": "Pod"}))
+    with pytest.raises(BadInput, match=r"events.msgpack: event 2"):
+        History(tmp_path).events()
