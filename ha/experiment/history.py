@@ -213,13 +213,12 @@ class HistoryWriter:
 def api_state(lists: Mapping[str, Iterable[Mapping[str, Any]]], rv: int, **extra: Any) -> dict[str, Any]:
     """final.json's ``api_state`` from a list per kind taken at ``rv``: ``{"rv", "kinds": {kind:
     {"ns/name" or name: resourceVersion}}}`` (the API-consistency check's input)."""
+    from ha.experiment.oracles import object_key
     kinds: dict[str, dict[str, int]] = {}
     for kind in sorted(lists):
         per: dict[str, int] = {}
         for o in lists[kind]:
-            md = o.get("metadata") or {}
-            key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
-            per[key] = int(md.get("resourceVersion") or 0)
+            per[object_key(o)] = int((o.get("metadata") or {}).get("resourceVersion") or 0)
         kinds[kind] = dict(sorted(per.items()))
     return {"rv": int(rv), "kinds": kinds, **extra}
 

@@ -40,7 +40,7 @@ __all__ = [
     "overcommitted_nodes", "NodeUsage", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
     "ResourceDrift", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
-    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
+    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of", "object_key",
 ]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -530,13 +530,18 @@ class PodEvent:
     node: str | None = None    # nominated or bound node
 
 
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a namespaced object, ``name`` of a cluster-scoped one."""
+    md = obj.get("metadata") or {}
+    ns = md.get("namespace")
+    return f"{ns}/{md.get('name')}" if ns else str(md.get("name"))
+
+
 def pod_events_of(old: Mapping[str, Any] | None, new: Mapping[str, Any], t: float) -> list[PodEvent]:
     """The PodEvents one pod update makes: ``nominated`` (a new status.nominatedNodeName on an
     unbound pod) and ``bound`` (spec.nodeName set)."""
     out: list[PodEvent] = []
-    md = new.get("metadata") or {}
-    key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
-    uid = md.get("uid")
+    key, uid = object_key(new), (new.get("metadata") or {}).get("uid")
     o_nnn = ((old or {}).get("status") or {}).get("nominatedNodeName") or ""
     n_nnn = (new.get("status") or {}).get("nominatedNodeName") or ""
     o_node = ((old or {}).get("spec") or {}).get("nodeName") or ""

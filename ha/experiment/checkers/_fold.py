@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from ha.experiment.oracles import (CacheDivergence, PodEvent, ResourceDrift, Truth, cluster_capacity,
-                                   pod_events_of)
+                                   object_key, pod_events_of)
 
 __all__ = ["EventFold", "Step", "steps", "reference_pass", "ReferencePass", "key_of", "tick_rvs",
            "per_alive", "truth_pass", "truth_absent", "ReferenceDigest", "truth_checker",
@@ -30,10 +30,7 @@ DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
 _KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
 
 
-def key_of(obj: dict) -> str:
-    md = obj.get("metadata") or {}
-    ns = md.get("namespace")
-    return f"{ns}/{md.get('name')}" if ns else str(md.get("name"))
+key_of = object_key
 
 
 def _events_sorted(h) -> list[dict]:
