@@ -161,6 +161,9 @@ def analyze(out_dir: str | os.PathLike, *, extra_checkers: Iterable[str | os.Pat
     if "convergence" in summary:
         doc["convergence"] = summary["convergence"]
     doc["totals"] = {k: sum(counter_totals(h, k).values()) for k in COUNTERS}
+    # every leader loss and its takeover (what failover_recovery_s takes the slowest of)
+    from ha.experiment.checkers.failover_recovery_s import failovers
+    doc["failovers"] = failovers(h)
     oracles = doc.get("oracles") if isinstance(doc.get("oracles"), dict) else {}
     oracles.update({"absent": doc["absent"], "api_consistency": summary.get("api_consistency"),
                     "reference_handler_errors": rp.handler_errors,

@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ha.experiment.lifecycle import LiveLifecycle

@@ -14,8 +14,6 @@ Observations:
 
 Each oracle's ``summary()`` is the value written under its DESIGN.md name in metrics.json, or None
 when it could not be computed (then the metric is absent, with a reason; never a zero).
-:class:`Oracles` drives them all from a live run's samples (the runner's in-process path until it
-records a history; then it goes).
 
 Definitions used (DESIGN.md "Metrics", made precise here):
 
@@ -40,7 +38,7 @@ __all__ = [
     "overcommitted_nodes", "NodeUsage", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
     "ResourceDrift", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
-    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of", "object_key",
+    "GROUP_ANNOTATION", "pod_events_of", "object_key",
 ]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -863,97 +861,6 @@ def headline(metric: str, value: Any) -> Any:
         v = value.get(k)
         return None if isinstance(v, float) and not math.isfinite(v) else v
     return value
-
-
-# ----------------------------------------------------------------------------------- the set
-
-
-ORACLE_COLUMNS = ["cache_divergence", "resource_drift", "overcommit_nodes",
-                  "allocation_drift", "wasted_evictions", "cyclic_evictions", "partial_gang_binds",
-                  "cache_divergence_persistent"]
-
-
-class Oracles:
-    """Every metric the reference makes computable, fed once per measurement tick. Pure: the
-    runner passes in what it sampled (instance digests/stats/decisions, the reference's digest,
-    truth and pod events)."""
-
-    def __init__(self) -> None:
-        self.divergence = CacheDivergence()
-        self.resource = ResourceDrift()
-        self.overcommit = OvercommitViolations()
-        self.allocation = AllocationDrift()
-        self.wasted = WastedEvictions()
-        self.cyclic = CyclicEvictions()
-        self.gangs = PartialGangBinds()
-        self.ticks = 0
-        self.last_divergence: dict[str, int] = {}
-        self.divergence_t: list[tuple[float, int]] = []   # (t, max over instances) per tick
-
-    def tick(self, t: float, digests: Mapping[str, Mapping[str, Any]], stats: Mapping[str, Mapping],
-             reference: Mapping[str, Any], truth: Truth, events: list[PodEvent],
-             decisions: list[Mapping[str, Any]],
-             reference_before: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-        """Feed one tick; returns extra timeseries columns per instance (ORACLE_COLUMNS).
-        ``reference`` is taken after the instances answered, ``reference_before`` (optional) before
-        they were asked: divergence is judged against the truth anywhere in that window."""
-        self.ticks += 1
-        # decisions first (a nomination precedes the bind the events report), then the truth
-        self.allocation.observe_decisions(decisions)
-        self.allocation.observe_events(events)
-        self.wasted.observe_decisions(decisions)
-        self.wasted.observe_events(events)
-        self.cyclic.observe_decisions(decisions, truth)
-        self.gangs.observe(decisions, truth)
-        self.overcommit.observe_decisions(decisions)
-        over = self.overcommit.observe(truth.pods.values(), truth.nodes, t)
-        capacity = cluster_capacity(truth.nodes.values())
-        ref_tasks, ref_nodes = reference.get("tasks") or {}, reference.get("nodes") or {}
-        before_tasks = before_nodes = None
-        if reference_before is not None:
-            before_tasks, before_nodes = reference_before.get("tasks") or {}, reference_before.get("nodes") or {}
-        rows: dict[str, dict[str, Any]] = {}
-        worst = None
-        for name, d in digests.items():
-            row: dict[str, Any] = {}
-            if d.get("synced", True):
-                row["cache_divergence"] = self.divergence.observe(name, d.get("tasks") or {}, ref_tasks,
-                                                                  before_tasks)
-                row["resource_drift"] = self.resource.observe(name, d.get("nodes") or {}, ref_nodes, capacity,
-                                                              before_nodes)
-                row["cache_divergence_persistent"] = self.divergence.last_persistent.get(name, 0)
-                self.last_divergence[name] = row["cache_divergence"]
-                worst = row["cache_divergence"] if worst is None else max(worst, row["cache_divergence"])
-            row.update({"overcommit_nodes": over, "allocation_drift": self.allocation.count,
-                        "wasted_evictions": self.wasted.summary(final=False)["count"],
-                        "cyclic_evictions": self.cyclic.count, "partial_gang_binds": self.gangs.count})
-            rows[name] = row
-        if worst is not None:
-            self.divergence_t.append((t, worst))
-        return rows
-
-    def summary(self) -> tuple[dict[str, Any], dict[str, str]]:
-        """(metrics, absent) — ``absent[name]`` says why a metric could not be computed."""
-        out: dict[str, Any] = {}
-        absent: dict[str, str] = {}
-        if self.ticks == 0:
-            for n in ("cache_divergence", "resource_drift", "allocation_drift",
-                      "wasted_evictions", "cyclic_evictions", "overcommit_violations", "partial_gang_binds"):
-                absent[n] = "no measurement tick with the reference cache"
-            return out, absent
-        for name, v, why in (
-                ("cache_divergence", self.divergence.summary(), "no instance with a synced cache was sampled"),
-                ("resource_drift", self.resource.summary(), "no cluster capacity (no nodes) or no synced instance"),
-                ("overcommit_violations", self.overcommit.summary(), "no tick"),
-                ("allocation_drift", self.allocation.summary(), ""),
-                ("wasted_evictions", self.wasted.summary(final=True), ""),
-                ("cyclic_evictions", self.cyclic.summary(), ""),
-                ("partial_gang_binds", self.gangs.summary(), "")):
-            if v is None:
-                absent[name] = why
-            else:
-                out[name] = v
-        return out, absent
 
 
 # ----------------------------------------------------------------------------------- convergence

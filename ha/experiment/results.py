@@ -38,7 +38,7 @@ TIMESERIES_COLUMNS = (
     + ["binds", "bind_conflicts", "bind_errors", "evictions", "pairwise_drift_max", "drift_to_leader"]
     # staleness (ms, write -> applied) of the samples taken since the previous tick
     + ["staleness_p50_ms", "staleness_p99_ms", "staleness_max_ms"]
-    # oracles (ha.experiment.oracles.ORACLE_COLUMNS): vs the reference cache; cumulative counters
+    # the checkers' columns (ha.experiment.checkers): vs the reference cache; cumulative counters
     + ["cache_divergence", "resource_drift", "overcommit_nodes", "allocation_drift",
        "wasted_evictions", "cyclic_evictions", "partial_gang_binds",
        # of cache_divergence, the tasks whose wrong state the instance already held a tick ago

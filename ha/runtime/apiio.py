@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ha.scheduler.interfaces import IOError_
 
-__all__ = ["InstanceIO", "Decision"]
+__all__ = ["InstanceIO"]
 
 log = logging.getLogger(__name__)
 

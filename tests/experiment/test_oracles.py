@@ -1,7 +1,7 @@
 """Each oracle sees its constructed violation, and stays at zero on a quiet observation stream."""
 from __future__ import annotations
 
-from ha.experiment.oracles import (AllocationDrift, CacheDivergence, CyclicEvictions, Oracles,
+from ha.experiment.oracles import (AllocationDrift, CacheDivergence, CyclicEvictions,
                                    OvercommitViolations, PairwiseDrift, PartialGangBinds, PodEvent,
                                    ResourceDrift, Truth, WastedEvictions, cluster_capacity,
                                    headline, overcommitted_nodes, pod_requests, slot_of_name)
@@ -302,38 +302,6 @@ def test_partial_gang_binds_waits_for_an_unknown_job():
 
 
 # ----------------------------------------------------------------------------------- the set
-
-def test_oracles_tick_quiet_stream_stays_at_zero():
-    nodes = [node("n1"), node("n2")]
-    pods_ = [pod("a", node_name="n1", phase="Running", group="g"), pod("b", node_name="n2", phase="Running", group="g")]
-    t = truth(pods=pods_, nodes=nodes, groups=[pg("g", 2)])
-    ref = {"tasks": {"u-a": ["Running", "n1"], "u-b": ["Running", "n2"]},
-           "nodes": {"n1": digest_nodes(3000), "n2": digest_nodes(3000)}}
-    o = Oracles()
-    for i in range(4):
-        rows = o.tick(i * 0.25, {"s1": dict(ref), "s2": dict(ref)},
-                      {"s1": {"staleness_ms": {"p50": 1, "p99": 2, "max": 3, "n": 4}}, "s2": {}},
-                      ref, t, [], [dec("bind", "a", "n1", session=0), dec("bind", "b", "n2", session=0)] if i == 0 else [])
-        assert rows["s1"]["cache_divergence"] == 0 and rows["s2"]["resource_drift"] == 0.0
-    m, absent = o.summary()
-    for k in ("allocation_drift", "wasted_evictions", "cyclic_evictions", "overcommit_violations",
-              "partial_gang_binds"):
-        assert headline(k, m[k]) == 0, k
-    assert m["cache_divergence"]["max"] == 0 and m["resource_drift"]["max"] == 0.0
-    assert not absent
-
-
-def test_oracles_tick_lagging_instance_and_absent_metrics_have_reasons():
-    o = Oracles()
-    m, absent = o.summary()
-    assert not m and "cache_divergence" in absent and absent["cache_divergence"]
-    ref = {"tasks": {"u1": ["Bound", "n1"]}, "nodes": {"n1": digest_nodes(3000)}}
-    rows = o.tick(0.0, {"s1": {"tasks": {}, "nodes": {"n1": digest_nodes(4000)}}}, {}, ref,
-                  truth(nodes=[node("n1")]), [], [])
-    assert rows["s1"]["cache_divergence"] == 1 and rows["s1"]["resource_drift"] == 0.25
-    m, absent = o.summary()
-    assert m["cache_divergence"]["max"] == 1 and "staleness_ms" not in m
-
 
 def test_pairwise_drift_from_changed_uids_equals_the_full_diff():
     import random

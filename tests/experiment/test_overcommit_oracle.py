@@ -6,7 +6,7 @@ count that (a terminating pod holds its node until it is gone), say it was over 
 the terminating pod, name who bound what, and stay quiet on the states around it."""
 from __future__ import annotations
 
-from ha.experiment.oracles import Oracles, OvercommitViolations, Truth, overcommitted_nodes
+from ha.experiment.oracles import OvercommitViolations, Truth, overcommitted_nodes
 
 
 def node(name, cpu="8000m"):
@@ -84,10 +84,3 @@ def test_no_false_positives_around_the_episode():
     assert s["count"] == 0 and s["episodes"] == 0 and s["examples"] == [] and s["terminating_only"] == 0
 
 
-def test_oracles_tick_attributes_binds_from_the_decision_stream():
-    o = Oracles()
-    truth = Truth(pods={f"default/{p['metadata']['name']}": p for p in episode("terminating")}, nodes=NODES)
-    ref = {"tasks": {}, "nodes": {}}
-    o.tick(18.0, {}, {}, ref, truth, [], [bind("job-00031-0", "scheduler-3", 0)])
-    ex = o.summary()[0]["overcommit_violations"]["examples"][0]
-    assert {p["pod"]: p["bound_by"] for p in ex["pods"]}["default/job-00031-0"] == ["scheduler-3", 0, 0]
