@@ -124,6 +124,9 @@ def _shortfall(request: Resource, avail: Resource) -> float:
 
 @register(PLUGIN_NAME)
 class NetworkTopologyPlugin:
+    argument_keys = ("tierLabels", "evictTopK")
+    argument_prefixes = (f"{PLUGIN_NAME}.",)
+
     def __init__(self, arguments: Mapping[str, Any] | None = None):
         self.arguments = dict(arguments or {})
         self.tier_labels = parse_tier_labels(_arg(self.arguments, "tierLabels"))

@@ -146,6 +146,10 @@ def default_normalize_reverse(scores: dict[str, int]) -> dict[str, int]:
 
 @register(PLUGIN_NAME)
 class NodeOrderPlugin:
+    argument_keys = (NODE_AFFINITY_WEIGHT, POD_AFFINITY_WEIGHT, LEAST_REQUESTED_WEIGHT, BALANCED_RESOURCE_WEIGHT,
+                     MOST_REQUESTED_WEIGHT, TAINT_TOLERATION_WEIGHT, IMAGE_LOCALITY_WEIGHT,
+                     POD_TOPOLOGY_SPREAD_WEIGHT)
+
     def __init__(self, args: Mapping[str, Any] | None = None):
         a = arguments(args)
         self.arguments = a

@@ -32,6 +32,7 @@ PLUGIN_NAME = "predicates"
 NODE_AFFINITY_ENABLE = "predicate.NodeAffinityEnable"
 NODE_PORTS_ENABLE = "predicate.NodePortsEnable"
 TAINT_TOLERATION_ENABLE = "predicate.TaintTolerationEnable"
+POD_AFFINITY_ENABLE = "predicate.PodAffinityEnable"
 
 # k8s filter plugin failure reasons
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -149,6 +150,8 @@ def ports_conflict(wanted: set, used: set) -> bool:
 
 @register(PLUGIN_NAME)
 class PredicatesPlugin:
+    argument_keys = (NODE_AFFINITY_ENABLE, NODE_PORTS_ENABLE, TAINT_TOLERATION_ENABLE, POD_AFFINITY_ENABLE)
+
     def __init__(self, args: Mapping[str, Any] | None = None):
         a = arguments(args)
         self.arguments = a
