@@ -13,13 +13,17 @@ does the same work over numpy arrays:
 * **predicates**: resource fit ``InitResreq ≤ FutureIdle`` (Volcano's epsilon rule: ``l − r < 0.1``
   is the same test as ``l < r or |l − r| < 0.1``) and, for a task without tolerations, node
   selector / required affinity and host ports, the predicates plugin's verdict (pod count,
-  unschedulable, NoSchedule/NoExecute taints) as masks; other tasks run the plugin predicate per
-  node, only on resource-fitting nodes, in scan order. The scan keeps the predicate helper's
+  unschedulable, NoSchedule/NoExecute taints) as masks; other tasks — and every task whose
+  InterPodAffinity PreFilter state is not a skip (it has required pod (anti-)affinity, or pods
+  with required anti-affinity are placed) — run the plugin predicate per node, only on
+  resource-fitting nodes, in scan order. The scan keeps the predicate helper's
   rotating start index and stop rule (``numFeasibleNodes``) exactly;
 * **scores**: nodeorder's least/most-allocated and balanced-allocation formulas in int64 / float64
   with the same operation order and integer truncation as the scalar functions, binpack in
-  float64 in the same order, the batch taint score normalised over the scored group; ties are
-  broken with the session RNG exactly as ``select_best_node_and_score``.
+  float64 in the same order, the batch taint score normalised over the scored group, the batch
+  inter-pod affinity score by the plugin's own function over the scored group (only when the task
+  has pod (anti-)affinity or pods with it are placed); ties are broken with the session RNG
+  exactly as ``select_best_node_and_score``.
 
 Whatever it does not cover falls back to the scalar code: per session (plugins with predicate /
 node-order / map / reduce / best-node functions other than ``predicates``, ``nodeorder``,
@@ -166,6 +170,7 @@ class AllocateFastPath:
         self.binpack = ssn.plugins.get("binpack") if "binpack" in self.order else None
         batch = _names(ssn, "enabled_node_order", ssn.batch_node_order_fns)
         self.batch_taint_w = ssn.plugins["nodeorder"].taint_toleration_weight if batch else None
+        self.batch_affinity_w = ssn.plugins["nodeorder"].pod_affinity_weight if batch else 0
         self.built = False  # the arrays are built at the first scan (many sessions have no work)
 
     def _build(self) -> None:
@@ -373,7 +378,8 @@ class AllocateFastPath:
                 from ha.scheduler.actions.allocate import future_idle_for
                 j0 = j
                 ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j]), ZERO)
-        gate = self.plugin_ok if f.simple else self.pods_ok
+        simple = f.simple and not self._affinity_filter(task)
+        gate = self.plugin_ok if simple else self.pods_ok
         # dims only grow: a task's rows stay a prefix, but later tasks may have added rows
         fi_all = self.fi if f.all_rows and len(f.rows) == self.fi.shape[0] else None
         req = f.req
@@ -392,7 +398,7 @@ class AllocateFastPath:
             if not len(idx):
                 continue
             idx += a
-            if f.simple:
+            if simple:
                 parts.append(idx)
                 got += len(idx)
                 if got >= to_find:
@@ -405,7 +411,7 @@ class AllocateFastPath:
                             break
                 if len(found) >= to_find:
                     break
-        if f.simple:
+        if simple:
             sel = (np.concatenate(parts) if len(parts) > 1 else parts[0])[:to_find] if parts else _NONE
             full = got >= to_find
         else:
@@ -419,6 +425,14 @@ class AllocateFastPath:
         _set_last_index(ph._owner, (start + processed) % n)
         self.stats["fast"] += 1
         return sel
+
+    def _affinity_filter(self, task: Any) -> bool:
+        """Whether the predicates plugin's InterPodAffinity filter has work for this task (its
+        PreFilter state, computed at PrePredicate, is not a skip)."""
+        pred = self.pred
+        if pred is None or not pred.pod_affinity_enable:
+            return False
+        return pred.affinity_states.get(task.uid, _MISSING) is not None
 
     # -- prioritise -----------------------------------------------------------------------------
     def prioritize_nodes(self, task: Any, sel: np.ndarray) -> Any:
@@ -448,7 +462,21 @@ class AllocateFastPath:
                 prio = prio + self._binpack(task, f, g)
         if self.batch_taint_w is not None:
             prio = prio + self._taint(task, f, g)
+        if self.batch_affinity_w:
+            prio = prio + self._pod_affinity(task, g)
         return prio
+
+    def _pod_affinity(self, task: Any, g: np.ndarray) -> np.ndarray:
+        from ha.scheduler.plugins.interpod_affinity import affinity_scores, pod_affinity
+        from ha.scheduler.plugins.k8s_nodes import affinity_index
+        index = affinity_index(self.ssn)
+        terms = pod_affinity(task.pod)
+        if not index and not (terms.preferred_affinity or terms.preferred_anti):
+            return np.zeros(len(g))  # PreScore skips: nothing to walk
+        nl = self.node_list
+        nodes = [nl[j] for j in g.tolist()]
+        got = affinity_scores(task.pod, self.view, index, nodes) or {}
+        return np.array([float(got.get(n.name, 0) * self.batch_affinity_w) for n in nodes])
 
     def _nodeorder(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray:
         p = self.nodeorder
