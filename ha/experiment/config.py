@@ -77,6 +77,23 @@ def _duration_range(v: object) -> object:
     return v
 
 
+def _scenario_shape(builder_name: str):
+    """A validator that reads a value with the scenario loader's builder (taints, tolerations,
+    affinity: format-extensions.md §3), so experiment files accept exactly the scenario shapes."""
+    def check(v: object) -> object:
+        from ha.scenario import loader
+        try:
+            return getattr(loader, builder_name)(loader.new_context("<initial>"), v, "value")
+        except BadInput as e:
+            raise ValueError(getattr(e, "problem", str(e))
+                             + (f" (at {e.field})" if getattr(e, "field", "") not in ("", "value") else "")) from None
+    return BeforeValidator(check)
+
+
+Taints = Annotated[list[dict[str, Any]], _scenario_shape("_taints")]
+Tolerations = Annotated[list[dict[str, Any]], _scenario_shape("_tolerations")]
+Affinity = Annotated[Optional[dict[str, Any]], _scenario_shape("_affinity")]
+
 IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range)]
 DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range)]
 
@@ -119,6 +136,7 @@ class QueueSpec(Strict):
     guarantee: Optional[Resources] = None
     reclaimable: Optional[bool] = None
     priority: int = 0
+    parent: str = ""  # capacity's queue hierarchy (enabledHierarchy); "" = under root
 
     @field_validator("name")
     @classmethod
@@ -456,6 +474,7 @@ class InitialNode(Strict):
     capacity: Optional[ScenarioResources] = None
     labels: dict[str, str] = Field(default_factory=dict)
     unschedulable: bool = False
+    taints: Taints = Field(default_factory=list)
 
 
 class InitialQueue(Strict):
@@ -467,6 +486,7 @@ class InitialQueue(Strict):
     priority: int = 0
     state: Literal["Open", "Closed", "Closing"] = "Open"
     reclaimable: Optional[bool] = None
+    parent: str = ""
 
 
 class InitialPodGroup(Strict):
@@ -507,6 +527,8 @@ class InitialPod(Strict):
     preemptable: bool = True
     taskRole: str = ""
     bestEffort: bool = False
+    tolerations: Tolerations = Field(default_factory=list)
+    affinity: Affinity = None
 
     @model_validator(mode="after")
     def _key(self) -> "InitialPod":
@@ -556,6 +578,26 @@ class ConfigProblems(Exception):
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+
+
+def _queue_tree_problems(queues: list, initial: list) -> list[tuple[str, str]]:
+    """Queue parents name a queue of the experiment and never loop."""
+    parents = {q.name: q.parent for q in list(queues) + list(initial)}
+    out = []
+    for where, qs in (("queues", queues), ("initial.queues", initial)):
+        for i, q in enumerate(qs):
+            if q.parent and q.parent not in parents:
+                out.append((f"{where}[{i}].parent", f"unknown queue {q.parent!r}"))
+                continue
+            seen, cur = [q.name], q.parent
+            while cur:
+                if cur in seen:
+                    out.append((f"{where}[{i}].parent", f"queue hierarchy has a cycle: "
+                                f"{' -> '.join(seen + [cur])}"))
+                    break
+                seen.append(cur)
+                cur = parents.get(cur, "")
+    return out
 
 
 class Experiment(Strict):
@@ -620,6 +662,7 @@ class Experiment(Strict):
             if q.name in seen:
                 problems.append((f"initial.queues[{i}].name", f"queue {q.name!r} is defined twice"))
             seen.add(q.name)
+        problems += _queue_tree_problems(self.queues, self.initial.queues)
         if self.workload is not None:
             if self.workload.until is not None and self.workload.until > self.duration:
                 problems.append(("workload.until", f"{format_duration(self.workload.until)} is after the end "
