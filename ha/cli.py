@@ -79,6 +79,9 @@ def bench(
     name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
     quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    param: list[str] = typer.Option([], "--param",
+                                    help="KEY=VALUE workload parameter of the benchmark (repeatable), "
+                                         "e.g. session: taints=0.2"),
 ) -> None:
     """Run one benchmark; print its figure beside its baseline measured in the same run, and the ratio."""
     from ha import bench as benches
@@ -87,7 +90,7 @@ def bench(
         _fail(BadInput(f"bench: unknown or not yet available benchmark {name!r}; "
                        f"known: {', '.join(benches.BENCHMARKS)}"))
     try:
-        result = mod.run(quick=quick)
+        result = mod.run(quick=quick, **benches.parse_params(name, mod.run, param))
     except BadInput as e:
         _fail(e)
     if as_json:

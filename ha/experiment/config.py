@@ -85,8 +85,8 @@ def _scenario_shape(builder_name: str):
         try:
             return getattr(loader, builder_name)(loader.new_context("<initial>"), v, "value")
         except BadInput as e:
-            raise ValueError(getattr(e, "problem", str(e))
-                             + (f" (at {e.field})" if getattr(e, "field", "") not in ("", "value") else "")) from None
+            at = str(getattr(e, "field", "")).removeprefix("value")
+            raise ValueError(getattr(e, "problem", str(e)) + (f" (at {at})" if at else "")) from None
     return BeforeValidator(check)
 
 

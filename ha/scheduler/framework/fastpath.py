@@ -171,6 +171,8 @@ class AllocateFastPath:
         batch = _names(ssn, "enabled_node_order", ssn.batch_node_order_fns)
         self.batch_taint_w = ssn.plugins["nodeorder"].taint_toleration_weight if batch else None
         self.batch_affinity_w = ssn.plugins["nodeorder"].pod_affinity_weight if batch else 0
+        from ha.scheduler.plugins.k8s_nodes import affinity_index, has_pod_affinity
+        self.aff_index, self._has_pod_affinity = affinity_index(ssn), has_pod_affinity
         self.built = False  # the arrays are built at the first scan (many sessions have no work)
 
     def _build(self) -> None:
@@ -467,15 +469,12 @@ class AllocateFastPath:
         return prio
 
     def _pod_affinity(self, task: Any, g: np.ndarray) -> np.ndarray:
-        from ha.scheduler.plugins.interpod_affinity import affinity_scores, pod_affinity
-        from ha.scheduler.plugins.k8s_nodes import affinity_index
-        index = affinity_index(self.ssn)
-        terms = pod_affinity(task.pod)
-        if not index and not (terms.preferred_affinity or terms.preferred_anti):
-            return np.zeros(len(g))  # PreScore skips: nothing to walk
+        if not self.aff_index and not self._has_pod_affinity(task.pod):
+            return np.zeros(len(g))  # PreScore skips: no placed pod and no term to walk
+        from ha.scheduler.plugins.interpod_affinity import affinity_scores
         nl = self.node_list
         nodes = [nl[j] for j in g.tolist()]
-        got = affinity_scores(task.pod, self.view, index, nodes) or {}
+        got = affinity_scores(task.pod, self.view, self.aff_index, nodes) or {}
         return np.array([float(got.get(n.name, 0) * self.batch_affinity_w) for n in nodes])
 
     def _nodeorder(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from ha.scheduler.api.types import NODE_POD_NUMBER_EXCEEDED, FitError, Status, StatusCode
 from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.plugins import register
-from ha.scheduler.plugins.k8s_nodes import affinity_index, node_map, pod_host_ports
+from ha.scheduler.plugins.k8s_nodes import affinity_index, has_pod_affinity, node_map, pod_host_ports
 from ha.scheduler.plugins.util import arguments
 from ha.scheduler.plugins import interpod_affinity  # it reads this module's matchers at call time
 
@@ -217,8 +217,11 @@ class PredicatesPlugin:
     def pre_filter(self, ssn: Any, task: Any) -> None:
         """InterPodAffinity's PreFilter for ``task`` over the session's node view, kept until the
         task's next PrePredicate (Volcano's per-task cycle state)."""
-        view = node_map(ssn)
-        self.affinity_states[task.uid] = interpod_affinity.pre_filter(task.pod, view, affinity_index(ssn))
+        index = affinity_index(ssn)
+        if not index.with_required_anti and not has_pod_affinity(task.pod):
+            self.affinity_states[task.uid] = None  # Skip: nothing to count, nothing to check
+            return
+        self.affinity_states[task.uid] = interpod_affinity.pre_filter(task.pod, node_map(ssn), index)
 
     def pre_predicate(self, ssn: Any, task: Any) -> None:
         if self.pod_affinity_enable:
