@@ -416,6 +416,18 @@ def _weight(ctx: _Ctx, v: Any, where: str) -> int:
     return w
 
 
+def _weighted_terms(ctx: _Ctx, v: Any, where: str, term_field: str, read_term: Any) -> list[dict]:
+    """A preferred... list: ``[{weight: 1..100, <term_field>: term}]``."""
+    out = []
+    for j, p in enumerate(_list(ctx, v, where)):
+        wp = f"{where}[{j}]"
+        p = _obj(ctx, p, wp)
+        _known_fields(ctx, p, wp, ("weight", term_field))
+        out.append({"weight": _weight(ctx, _req(ctx, p, "weight", wp), f"{wp}.weight"),
+                    term_field: read_term(ctx, _req(ctx, p, term_field, wp), f"{wp}.{term_field}")})
+    return out
+
+
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -441,15 +453,8 @@ def _affinity(ctx: _Ctx, v: Any, where: str) -> dict | None:
                 for j, t in enumerate(_list(ctx, _req(ctx, req, "nodeSelectorTerms", wr),
                                             f"{wr}.nodeSelectorTerms"))]}
         if na.get(_PREFERRED) is not None:
-            prefs = []
-            for j, p in enumerate(_list(ctx, na[_PREFERRED], f"{w}.{_PREFERRED}")):
-                wp = f"{w}.{_PREFERRED}[{j}]"
-                p = _obj(ctx, p, wp)
-                _known_fields(ctx, p, wp, ("weight", "preference"))
-                prefs.append({"weight": _weight(ctx, _req(ctx, p, "weight", wp), f"{wp}.weight"),
-                              "preference": _node_selector_term(ctx, _req(ctx, p, "preference", wp),
-                                                                f"{wp}.preference")})
-            o[_PREFERRED] = prefs
+            o[_PREFERRED] = _weighted_terms(ctx, na[_PREFERRED], f"{w}.{_PREFERRED}", "preference",
+                                            _node_selector_term)
         out["nodeAffinity"] = o
     for kind in ("podAffinity", "podAntiAffinity"):
         if a.get(kind) is None:
@@ -462,15 +467,8 @@ def _affinity(ctx: _Ctx, v: Any, where: str) -> dict | None:
             o[_REQUIRED] = [_pod_affinity_term(ctx, t, f"{w}.{_REQUIRED}[{j}]")
                             for j, t in enumerate(_list(ctx, pa[_REQUIRED], f"{w}.{_REQUIRED}"))]
         if pa.get(_PREFERRED) is not None:
-            prefs = []
-            for j, p in enumerate(_list(ctx, pa[_PREFERRED], f"{w}.{_PREFERRED}")):
-                wp = f"{w}.{_PREFERRED}[{j}]"
-                p = _obj(ctx, p, wp)
-                _known_fields(ctx, p, wp, ("weight", "podAffinityTerm"))
-                prefs.append({"weight": _weight(ctx, _req(ctx, p, "weight", wp), f"{wp}.weight"),
-                              "podAffinityTerm": _pod_affinity_term(
-                                  ctx, _req(ctx, p, "podAffinityTerm", wp), f"{wp}.podAffinityTerm")})
-            o[_PREFERRED] = prefs
+            o[_PREFERRED] = _weighted_terms(ctx, pa[_PREFERRED], f"{w}.{_PREFERRED}", "podAffinityTerm",
+                                            _pod_affinity_term)
         out[kind] = o
     return out
 

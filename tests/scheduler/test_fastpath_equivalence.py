@@ -395,36 +395,23 @@ def test_fast_and_scalar_sessions_are_identical_with_pod_affinity(seed: int, pro
     assert fast == scalar, _first_difference(fast, scalar)
 
 
-def test_pod_affinity_workloads_exercise_the_filter_and_the_score() -> None:
+def test_pod_affinity_workloads_exercise_the_filter_and_the_score(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pod-affinity workloads reject nodes through InterPodAffinity and move scores: the same
     sessions without the filter (predicate.PodAffinityEnable off) and without the score
     (podaffinity.weight 0) place pods differently."""
-    from ha.scheduler.plugins import predicates
+    from ha.scheduler.plugins import nodeorder, predicates
     w = workload(51, pod_aff=True)
-    base, _ = run(w, "v1.14", "default", True)
-    orig = predicates.PredicatesPlugin.__init__
+    base = [s["binds"] for s in run(w, "v1.14", "default", True)[0]]
+    for cls, attr in ((predicates.PredicatesPlugin, "pod_affinity_enable"),
+                      (nodeorder.NodeOrderPlugin, "pod_affinity_weight")):
+        orig = cls.__init__
 
-    def no_filter(self, args=None):
-        orig(self, args)
-        self.pod_affinity_enable = False
-    predicates.PredicatesPlugin.__init__ = no_filter
-    try:
-        unfiltered, _ = run(w, "v1.14", "default", True)
-    finally:
-        predicates.PredicatesPlugin.__init__ = orig
-    assert [s["binds"] for s in base] != [s["binds"] for s in unfiltered]
-    from ha.scheduler.plugins import nodeorder
-    orig_no = nodeorder.NodeOrderPlugin.__init__
-
-    def no_score(self, args=None):
-        orig_no(self, args)
-        self.pod_affinity_weight = 0
-    nodeorder.NodeOrderPlugin.__init__ = no_score
-    try:
-        unscored, _ = run(w, "v1.14", "default", True)
-    finally:
-        nodeorder.NodeOrderPlugin.__init__ = orig_no
-    assert [s["binds"] for s in base] != [s["binds"] for s in unscored]
+        def without(self, args=None, orig=orig, attr=attr):
+            orig(self, args)
+            setattr(self, attr, 0)
+        monkeypatch.setattr(cls, "__init__", without)
+        assert [s["binds"] for s in run(w, "v1.14", "default", True)[0]] != base, attr
+        monkeypatch.setattr(cls, "__init__", orig)
 
 
 @pytest.mark.parametrize("seed,prof,kind,nominated", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
