@@ -204,7 +204,7 @@ def filter_node(state: PreFilterState | None, node: dict | None) -> str | None:
 def _process_terms(score: dict, terms: Iterable[AffinityTerm], pod: dict, node: dict, sign: int) -> None:
     labels = _labels(node)
     for t in terms:
-        if t.weight and t.matches(pod) and t.topology_key in labels:
+        if t.matches(pod) and t.topology_key in labels:
             per_key = score.setdefault(t.topology_key, {})
             v = labels[t.topology_key]
             per_key[v] = per_key.get(v, 0) + t.weight * sign
