@@ -726,6 +726,14 @@ class Experiment(Strict):
     def instance_names(self) -> list[str]:
         return instance_names(self.schedulers.instances)
 
+    def leaf_queue_names(self) -> list[str]:
+        """The experiment's queues that are no other queue's parent, in file order: where a
+        workload without ``workload.queues`` should submit jobs when the queues form a tree
+        (capacity with enabledHierarchy refuses every job of an inner queue)."""
+        queues = list(self.queues) + list(self.initial.queues)
+        parents = {q.parent for q in queues if q.parent}
+        return [q.name for q in queues if q.name not in parents]
+
     def switches_resolved(self):
         from ha.scheduler.profiles import profile
         return profile(self.profile, **self.switches)

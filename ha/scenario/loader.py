@@ -726,13 +726,16 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
 def _known_arguments(ctx: _Ctx, plugin: str, args: dict, where: str) -> None:
     """Reject argument keys the plugin does not read. A plugin builder declares them in
     ``argument_keys`` (exact keys) and ``argument_prefixes``; one declaring neither is not checked."""
+    from ha.scheduler.actions.gang_path import GANG_AWARE_KEY
     from ha.scheduler.framework.registry import get_plugin_builder
     builder = get_plugin_builder(plugin)
     keys = getattr(builder, "argument_keys", None)
     prefixes = tuple(getattr(builder, "argument_prefixes", ()) or ())
     if keys is None and not prefixes:
         return
-    keys = tuple(keys or ())
+    # the gang-aware switches of preempt / reclaim are read from any plugin's arguments too
+    # (seed 001's configuration puts them there; gang_path._arg_bool)
+    keys = tuple(keys or ()) + tuple(f"{a}.{GANG_AWARE_KEY}" for a in ("preempt", "reclaim"))
     for k in args:
         if k not in keys and not any(str(k).startswith(p) for p in prefixes):
             known = ", ".join(list(keys) + [f"{p}*" for p in prefixes]) or "(none)"

@@ -28,6 +28,7 @@ def test_queue_tree_and_new_initial_fields_reach_the_objects():
                                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                                    {"labelSelector": {"matchLabels": {"app": "x"}},
                                     "topologyKey": "kubernetes.io/hostname"}]}}}]})
+    assert e.leaf_queue_names() == ["q11", "q12"]
     objs = starting_objects(e, "tree.yaml")
     parents = {q["metadata"]["name"]: q["spec"].get("parent") for q in objs.queues}
     assert parents == {"default": "", "root": "", "q1": "root", "q11": "q1", "q12": "q1"}
