@@ -286,8 +286,9 @@ PODGROUP_FIELDS = ("name", "namespace", "job_id", "queue", "minMember", "minTask
                    "priorityClassName", "minResources", "networkTopology", "annotations")
 # preemptable / bestEffort are derived fields of the format (volcano-semantics.md §16.1)
 POD_FIELDS = ("namespace", "name", "key", "podgroup", "request", "phase", "nodeName", "priority",
-              "nominatedNodeName", "deletionTimestamp", "labels", "nodeSelector", "preemptionPolicy",
-              "annotations", "preemptable", "taskRole", "bestEffort", "tolerations", "affinity")
+              "priorityClassName", "nominatedNodeName", "deletionTimestamp", "labels", "nodeSelector",
+              "preemptionPolicy", "annotations", "preemptable", "taskRole", "bestEffort", "tolerations",
+              "affinity")
 PRIORITY_CLASS_FIELDS = ("name", "value", "globalDefault", "preemptionPolicy")
 PLUGINS_FIELDS = ("tiers", "registered_builders")
 EXPECTED_FIELDS = ("binds", "bind_count", "evicted", "evict_count", "pipelined", "podgroup_phases",

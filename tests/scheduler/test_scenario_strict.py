@@ -47,6 +47,28 @@ def test_every_scenario_file_in_tests_data_still_loads():
         load_scenario(f)  # raises on any unknown or malformed field
 
 
+def test_every_field_a_builder_reads_is_known():
+    """A pod, node, queue, podgroup and priority class using every field they may hold load."""
+    d = base()
+    d["priority_classes"] = [{"name": "hi", "value": 10, "globalDefault": False,
+                              "preemptionPolicy": "Never"}]
+    d["queues"] = [{"name": "root", "weight": 1, "capability": {"cpu": 1000}, "deserved": {"cpu": 500},
+                    "guarantee": {"resource": {"cpu": 100}}, "priority": 1, "state": "Open",
+                    "reclaimable": True, "parent": ""}, {"name": "c1", "parent": "root"}]
+    d["nodes"][0].update({"capacity": d["nodes"][0]["allocatable"], "unschedulable": False,
+                          "taints": [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}]})
+    d["podgroups"][0].update({"minTaskMember": {}, "priorityClassName": "hi", "minResources": {"cpu": 100},
+                              "phase": "Inqueue"})
+    d["pods"][0].update({"key": f"{d['pods'][0]['namespace']}/{d['pods'][0]['name']}", "priority": 5,
+                         "priorityClassName": "hi", "nominatedNodeName": "", "deletionTimestamp": False,
+                         "labels": {"a": "b"}, "nodeSelector": {}, "preemptionPolicy": "Never",
+                         "annotations": {}, "preemptable": True, "taskRole": "", "bestEffort": False,
+                         "tolerations": [], "affinity": {}})
+    scn = load(d)
+    assert scn.objects.pods[0]["spec"]["priorityClassName"] == "hi"
+    assert scn.objects.priority_classes[0]["preemptionPolicy"] == "Never"
+
+
 def test_unknown_top_level_field():
     d = base()
     d["expectd"] = {}
