@@ -430,7 +430,7 @@ def test_fast_and_scalar_sessions_are_identical(seed: int, prof: str, kind: str,
 def test_scenarios_exercise_pipelines_evictions_and_failures() -> None:
     """The workloads above are not trivial: there are pipelines, evictions, tasks without a
     feasible node (the scalar re-scan for FitErrors) and tasks the fast path hands to the scalar
-    predicate (tolerations, selectors, host ports, task roles)."""
+    predicate (selectors, required node affinity, host ports, task roles)."""
     pipelines = evictions = reruns = scalar_predicates = 0
     for seed, prof, kind, nominated in (CASES[0], CASES[1], CASES[12]):
         out, info = run(workload(seed, nominated=nominated), prof, kind, True)

@@ -30,9 +30,10 @@ class PodGroupPhase:
     COMPLETED = "Completed"
 
 
-# PodGroup condition types / reasons the job updater writes (scheduling/v1beta1)
 # scheduling/v1beta1 JobWaitingTime: a PodGroup's own SLA waiting time (plugins/sla)
 JOB_WAITING_TIME = "sla-waiting-time"
+
+# PodGroup condition types / reasons the job updater writes (scheduling/v1beta1)
 POD_GROUP_READY = "pod group is ready"
 POD_GROUP_NOT_READY = "pod group is not ready"
 

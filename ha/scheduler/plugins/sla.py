@@ -18,11 +18,11 @@ import time
 from typing import Any, Mapping
 
 from ha.scheduler.api.duration import parse_go_duration
+from ha.scheduler.api.job_info import JOB_WAITING_TIME
 from ha.scheduler.plugins import register
 from ha.scheduler.plugins.util import ABSTAIN, PERMIT, Plugin
 
 PLUGIN_NAME = "sla"
-JOB_WAITING_TIME = "sla-waiting-time"
 
 
 def session_now(ssn: Any) -> float:
