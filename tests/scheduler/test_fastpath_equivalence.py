@@ -595,3 +595,24 @@ def test_equivalence_check_detects_a_perturbed_scan(monkeypatch: pytest.MonkeyPa
             return sel
         return perturbed
     assert _detects(monkeypatch, "predicate_nodes", wrapper)
+
+
+def test_tolerations_take_the_mask_not_the_per_node_predicate() -> None:
+    """Pods whose only special need is tolerations are scanned with the taint-set mask (no
+    scalar predicate calls) and still place exactly as the scalar path."""
+    w = workload(61, plain=True)
+    tolerations = ([{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
+                   [{"key": "maint", "operator": "Exists"}],
+                   [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
+    for i, p in enumerate(w["pods"] + [p for _, ps in w["wave2"] for p in ps]):
+        if i % 3 == 0:
+            p["spec"]["tolerations"] = tolerations[i % len(tolerations)]
+    fast, info = run(w, "v1.14", "default", True)
+    scalar, _ = run(w, "v1.14", "default", False)
+    assert fast == scalar, _first_difference(fast, scalar)
+    assert info["fast"] > 20
+    assert sum(p.stats["scalar_predicate"] for p in info["paths"]) == 0
+    # the tolerations matter: some pod lands on a node with a NoSchedule/NoExecute taint
+    tainted = {n["metadata"]["name"] for n in w["nodes"]
+               if any(t["effect"] in ("NoSchedule", "NoExecute") for t in n["spec"].get("taints", []))}
+    assert any(node in tainted for s in fast for _, node in s["binds"])
