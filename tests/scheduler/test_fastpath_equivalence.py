@@ -101,12 +101,11 @@ def _pod_affinity(rng: random.Random) -> dict:
             term("kubernetes.io/hostname")]
     elif r < 0.17:
         aff.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [term("zone")]
-    if rng.random() < 0.15:
-        aff.setdefault("podAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": rng.choice([1, 10, 100]), "podAffinityTerm": term(rng.choice(["zone", "kubernetes.io/hostname"]))}]
-    if rng.random() < 0.15:
-        aff.setdefault("podAntiAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": rng.choice([1, 10, 100]), "podAffinityTerm": term(rng.choice(["zone", "kubernetes.io/hostname"]))}]
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.15:
+            key = rng.choice(["zone", "kubernetes.io/hostname"])
+            aff.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": rng.choice([1, 10, 100]), "podAffinityTerm": term(key)}]
     return aff
 
 
