@@ -81,6 +81,9 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
     hypernodes: bool = typer.Option(False, "--hypernodes",
                                     help="session: nodes under rack/spine HyperNodes, some hard-topology gangs"),
+    param: list[str] = typer.Option([], "--param",
+                                    help="KEY=VALUE workload parameter of the benchmark (repeatable), "
+                                         "e.g. session: taints=0.2"),
 ) -> None:
     """Run one benchmark; print its figure beside its baseline measured in the same run, and the ratio."""
     from ha import bench as benches
@@ -91,7 +94,8 @@ def bench(
     if hypernodes and name != "session":
         _fail(BadInput(f"bench: --hypernodes applies to the session benchmark only, not {name!r}"))
     try:
-        result = mod.run(quick=quick, **({"hypernodes": True} if hypernodes else {}))
+        result = mod.run(quick=quick, **({"hypernodes": True} if hypernodes else {}),
+                         **benches.parse_params(name, mod.run, param))
     except BadInput as e:
         _fail(e)
     if as_json:

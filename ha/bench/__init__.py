@@ -48,3 +48,22 @@ def load(name: str):
         if e.name == f"ha.bench.{mod}":
             return None
         raise
+
+
+def parse_params(name: str, run: Any, params: list[str]) -> dict[str, str]:
+    """``--param KEY=VALUE`` options -> keyword arguments of the benchmark's ``run`` (BadInput for
+    a malformed one or a key the benchmark does not take)."""
+    import inspect
+    from ha.errors import BadInput
+    accepted = [p for p in inspect.signature(run).parameters if p != "quick"]
+    out: dict[str, str] = {}
+    for raw in params:
+        key, sep, value = raw.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise BadInput(f"bench {name}: --param {raw!r}: expected KEY=VALUE")
+        if key not in accepted:
+            raise BadInput(f"bench {name}: --param {key!r}: unknown parameter; known: "
+                           f"{', '.join(accepted) or '(none)'}")
+        out[key] = value.strip()
+    return out

@@ -5,6 +5,11 @@ plugins' OnSessionOpen), the allocate action, ``close_session`` -- over 5,000 no
 pending pods in gangs of 1-16 across several queues, with Volcano's default production tiers
 (priority, gang, conformance | drf, predicates, proportion, nodeorder; every flag on).
 
+``taints`` (``--param taints=F``, default 0): a fraction F of the nodes carries a taint — half of
+them ``dedicated=infra:NoSchedule``, half ``spot=true:PreferNoSchedule`` — and one job in ten
+tolerates each (the scoring then has intolerable PreferNoSchedule taints to normalise, the
+predicates taints to filter and tolerating pods to check node by node).
+
 Baseline, measured in the same run on the same cache: a snapshot plus a trivial gang-aware
 first-fit loop (jobs in creation order; each task on the first node whose Idle fits its request,
 with a moving start index; a gang that does not reach minMember is rolled back). It does what
@@ -40,12 +45,21 @@ CPU_CHOICES = (250, 500, 1000, 2000, 4000)
 MEM_CHOICES = (256 * 2**20, 512 * 2**20, 2**30, 2 * 2**30, 4 * 2**30)
 
 
-def _node(i: int) -> dict:
+TAINTS = ({"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
+          {"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+TOLERATIONS = ([{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
+               [{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}])
+
+
+def _node(i: int, taint: dict | None = None) -> dict:
     name = f"node-{i:05d}"
+    spec: dict[str, Any] = {"unschedulable": False}
+    if taint is not None:
+        spec["taints"] = [dict(taint)]
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "uid": name, "resourceVersion": i + 1, "creationTimestamp": 0.0,
                          "labels": {"kubernetes.io/hostname": name}, "annotations": {}},
-            "spec": {"unschedulable": False},
+            "spec": spec,
             "status": {"allocatable": dict(NODE), "capacity": dict(NODE),
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
@@ -59,10 +73,14 @@ def _queue(name: str) -> dict:
             "status": {"state": "Open"}}
 
 
-def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int) -> tuple[list, list, list, list]:
-    """Nodes, queues, podgroups, pods (object-shapes.md dicts); gangs of 1-16, minMember = size."""
+def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int,
+             taints: float = 0.0) -> tuple[list, list, list, list]:
+    """Nodes, queues, podgroups, pods (object-shapes.md dicts); gangs of 1-16, minMember = size;
+    a fraction ``taints`` of the nodes tainted (module docstring)."""
     rng = random.Random(seed)
-    nodes = [_node(i) for i in range(n_nodes)]
+    n_tainted = int(round(n_nodes * taints))
+    tainted = set(random.Random(seed + 1).sample(range(n_nodes), n_tainted)) if n_tainted else set()
+    nodes = [_node(i, TAINTS[i % 2] if i in tainted else None) for i in range(n_nodes)]
     queues = [_queue(f"q{i}") for i in range(n_queues)]
     podgroups: list[dict] = []
     pods: list[dict] = []
@@ -72,6 +90,7 @@ def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int) -> tuple[list,
         ns, pg = f"ns{j % 8}", f"job-{j:06d}"
         cpu, mem = rng.choice(CPU_CHOICES), rng.choice(MEM_CHOICES)
         t = float(j)  # distinct creation times: a stable job order
+        tolerations = TOLERATIONS[j % 2] if taints and j % 10 == 0 else None
         podgroups.append({
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": pg, "namespace": ns, "uid": f"{ns}-{pg}", "resourceVersion": 1,
@@ -92,6 +111,8 @@ def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int) -> tuple[list,
                          "containers": [{"name": "main", "resources": {"requests": {
                              "cpu": f"{cpu}m", "memory": str(mem)}}}]},
                 "status": {"phase": "Pending", "nominatedNodeName": "", "conditions": []}})
+            if tolerations:
+                pods[-1]["spec"]["tolerations"] = [dict(t) for t in tolerations]
         j += 1
     return nodes, queues, podgroups, pods
 
@@ -204,10 +225,14 @@ def _ctime(job: Any) -> float:
     return float(t or 0.0)
 
 
-def run(quick: bool = False, hypernodes: bool = False) -> BenchResult:
+def run(quick: bool = False, hypernodes: bool = False, taints: float = 0.0) -> BenchResult:
+    taints = float(taints)
+    if not 0.0 <= taints <= 1.0:
+        from ha.errors import BadInput
+        raise BadInput(f"bench session: taints: a fraction of the nodes in [0, 1], got {taints}")
     n_nodes, n_pods, n_queues = (500, 5_000, 4) if quick else (5_000, 50_000, 4)
     seed = 42
-    nodes, queues, podgroups, pods = workload(n_nodes, n_pods, n_queues, seed)
+    nodes, queues, podgroups, pods = workload(n_nodes, n_pods, n_queues, seed, taints=taints)
     hns = hypernode_topology(nodes, podgroups) if hypernodes else []
     t0 = time.perf_counter()
     cache, io = build_cluster(nodes, queues, podgroups, pods, hyper_nodes=hns)
@@ -226,7 +251,7 @@ def run(quick: bool = False, hypernodes: bool = False) -> BenchResult:
         name="session", value=value, unit="pods/s", baseline=baseline,
         ratio=(value / baseline) if baseline else None,
         params={"nodes": n_nodes, "pods": n_pods, "gang_size": [1, 16], "queues": n_queues,
-                "jobs": len(podgroups), "seed": seed, "quick": quick,
+                "jobs": len(podgroups), "seed": seed, "quick": quick, "taints": taints,
                 "node": NODE, "conf": "default tiers (all flags on), actions [allocate]",
                 "pods_bound": placed, "session_s": round(secs, 3),
                 **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in phases.items()},

@@ -82,6 +82,23 @@ def _one_or_pair(item: dict[str, Any]) -> WithJsonSchema:
     return WithJsonSchema({"anyOf": [item, {"type": "array", "items": item, "minItems": 2, "maxItems": 2}]})
 
 
+def _scenario_shape(builder_name: str):
+    """A validator that reads a value with the scenario loader's builder (taints, tolerations,
+    affinity: format-extensions.md §3), so experiment files accept exactly the scenario shapes."""
+    def check(v: object) -> object:
+        from ha.scenario import loader
+        try:
+            return getattr(loader, builder_name)(loader.new_context("<initial>"), v, "value")
+        except BadInput as e:
+            at = str(getattr(e, "field", "")).removeprefix("value")
+            raise ValueError(getattr(e, "problem", str(e)) + (f" (at {at})" if at else "")) from None
+    return BeforeValidator(check)
+
+
+Taints = Annotated[list[dict[str, Any]], _scenario_shape("_taints")]
+Tolerations = Annotated[list[dict[str, Any]], _scenario_shape("_tolerations")]
+Affinity = Annotated[Optional[dict[str, Any]], _scenario_shape("_affinity")]
+
 IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range), _one_or_pair({"type": "integer"})]
 DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range),
                           _one_or_pair(DURATION_SCHEMA)]
@@ -125,6 +142,7 @@ class QueueSpec(Strict):
     guarantee: Optional[Resources] = None            # reserved for the queue
     reclaimable: Optional[bool] = None               # may others reclaim from it
     priority: int = 0                                # queue order
+    parent: str = ""                                 # capacity's queue hierarchy; "" = under root
 
     @field_validator("name")
     @classmethod
@@ -344,6 +362,7 @@ class InitialNode(Strict):
     capacity: Optional[ScenarioResources] = None
     labels: dict[str, str] = Field(default_factory=dict)
     unschedulable: bool = False
+    taints: Taints = Field(default_factory=list)
 
 
 class InitialQueue(Strict):
@@ -355,6 +374,7 @@ class InitialQueue(Strict):
     priority: int = 0
     state: Literal["Open", "Closed", "Closing"] = "Open"
     reclaimable: Optional[bool] = None
+    parent: str = ""
 
 
 class InitialPodGroup(Strict):
@@ -398,6 +418,8 @@ class InitialPod(Strict):
     preemptable: bool = True
     taskRole: str = ""
     bestEffort: bool = False
+    tolerations: Tolerations = Field(default_factory=list)
+    affinity: Affinity = None
 
     @model_validator(mode="after")
     def _key(self) -> "InitialPod":
@@ -456,6 +478,26 @@ class ConfigProblems(Exception):
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+
+
+def _queue_tree_problems(queues: list, initial: list) -> list[tuple[str, str]]:
+    """Queue parents name a queue of the experiment and never loop."""
+    parents = {q.name: q.parent for q in list(queues) + list(initial)}
+    out = []
+    for where, qs in (("queues", queues), ("initial.queues", initial)):
+        for i, q in enumerate(qs):
+            if q.parent and q.parent not in parents:
+                out.append((f"{where}[{i}].parent", f"unknown queue {q.parent!r}"))
+                continue
+            seen, cur = [q.name], q.parent
+            while cur:
+                if cur in seen:
+                    out.append((f"{where}[{i}].parent", f"queue hierarchy has a cycle: "
+                                f"{' -> '.join(seen + [cur])}"))
+                    break
+                seen.append(cur)
+                cur = parents.get(cur, "")
+    return out
 
 
 class Experiment(Strict):
@@ -522,6 +564,7 @@ class Experiment(Strict):
             if q.name in seen:
                 problems.append((f"initial.queues[{i}].name", f"queue {q.name!r} is defined twice"))
             seen.add(q.name)
+        problems += _queue_tree_problems(self.queues, self.initial.queues)
         if self.workload is not None:
             if self.workload.until is not None and self.workload.until > self.duration:
                 problems.append(("workload.until", f"{format_duration(self.workload.until)} is after the end "
@@ -584,6 +627,14 @@ class Experiment(Strict):
 
     def instance_names(self) -> list[str]:
         return instance_names(self.schedulers.instances)
+
+    def leaf_queue_names(self) -> list[str]:
+        """The experiment's queues that are no other queue's parent, in file order: where a
+        workload without ``workload.queues`` should submit jobs when the queues form a tree
+        (capacity with enabledHierarchy refuses every job of an inner queue)."""
+        queues = list(self.queues) + list(self.initial.queues)
+        parents = {q.parent for q in queues if q.parent}
+        return [q.name for q in queues if q.name not in parents]
 
     def switches_resolved(self):
         from ha.scheduler.profiles import profile

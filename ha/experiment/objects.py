@@ -61,7 +61,7 @@ def cluster_node(name: str, resources: dict, labels: dict[str, str]) -> dict:
 
 
 def queue(name: str, *, weight: int = 1, capability=None, deserved=None, guarantee=None,
-          reclaimable=None, priority: int = 0) -> dict:
+          reclaimable=None, priority: int = 0, parent: str = "") -> dict:
     norm = (lambda r, w: None if r is None else normalise_resources(r, w))
     return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
             "metadata": _meta(name),
@@ -69,7 +69,7 @@ def queue(name: str, *, weight: int = 1, capability=None, deserved=None, guarant
                      "deserved": norm(deserved, f"queues.{name}.deserved"),
                      "guarantee": None if guarantee is None else
                      {"resource": normalise_resources(guarantee, f"queues.{name}.guarantee")},
-                     "reclaimable": reclaimable, "priority": priority},
+                     "reclaimable": reclaimable, "priority": priority, "parent": parent},
             "status": {"state": "Open"}}
 
 
@@ -107,7 +107,7 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
     for q in exp.queues:
         out.queues.append(queue(q.name, weight=q.weight, capability=q.capability,
                                 deserved=q.deserved, guarantee=q.guarantee,
-                                reclaimable=q.reclaimable, priority=q.priority))
+                                reclaimable=q.reclaimable, priority=q.priority, parent=q.parent))
     for name in node_names(exp):
         out.nodes.append(cluster_node(name, exp.cluster.node, exp.cluster.labels))
 

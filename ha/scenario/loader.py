@@ -107,9 +107,13 @@ class Expected:
     evict_count: int
     # job id -> nodes every session-Pipelined task of that job must be on; None = not checked
     pipelined: dict[str, list[str]] | None = None
-    # format-extensions §4: "full" | "count_only" | "by_hypernode", and the by_hypernode counts
+    # uthelper's MinimalBindCheck ("count_only": bind_count binds, no map) / CheckBindInHyperNode
     bind_check: str = "full"
     bind_counts_by_hypernode: list[int] | None = None
+    # job id -> PodGroup phase of the session job after JobUpdater.UpdateAll (ExpectStatus)
+    podgroup_phases: dict[str, str] = field(default_factory=dict)
+    # job id -> {task status name: count} in the session job (ExpectTaskStatusNums)
+    task_status_counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -273,20 +277,227 @@ def _unique(ctx: _Ctx, seen: set, key: Any, where: str, what: str) -> None:
     seen.add(key)
 
 
+# Every field a scenario file may hold, per level. A field not listed is an error (a misspelt
+# or unsupported field used to be ignored without a word). ``hypernodes``, ``hypernode_cache`` and
+# the PodGroup's ``networkTopology`` / ``annotations`` belong to the network-topology part of the
+# format (format-extensions.md §1), read by their own functions.
+TOP_FIELDS = ("name", "kind", "source_file", "source_lines", "source_test_name", "notes", "nodes",
+              "queues", "podgroups", "pods", "priority_classes", "actions", "action_arguments",
+              "plugins", "expected", "hypernodes", "hypernode_cache")
+NODE_FIELDS = ("name", "allocatable", "capacity", "labels", "unschedulable", "taints")
+QUEUE_FIELDS = ("name", "weight", "capability", "deserved", "guarantee", "priority", "state",
+                "reclaimable", "parent")
+PODGROUP_FIELDS = ("name", "namespace", "job_id", "queue", "minMember", "minTaskMember", "phase",
+                   "priorityClassName", "minResources", "networkTopology", "annotations")
+# preemptable / bestEffort are derived fields of the format (volcano-semantics.md §16.1)
+POD_FIELDS = ("namespace", "name", "key", "podgroup", "request", "phase", "nodeName", "priority",
+              "priorityClassName", "nominatedNodeName", "deletionTimestamp", "labels", "nodeSelector",
+              "preemptionPolicy", "annotations", "preemptable", "taskRole", "bestEffort", "tolerations",
+              "affinity")
+PRIORITY_CLASS_FIELDS = ("name", "value", "globalDefault", "preemptionPolicy")
+PLUGINS_FIELDS = ("tiers", "registered_builders")
+EXPECTED_FIELDS = ("binds", "bind_count", "evicted", "evict_count", "pipelined", "podgroup_phases",
+                   "bind_check", "bind_counts_by_hypernode", "task_status_counts")
+BIND_CHECKS = ("full", "count_only", "by_hypernode")
+TASK_STATUSES = ("Pending", "Allocated", "Pipelined", "Binding", "Bound", "Running", "Releasing",
+                 "Succeeded", "Failed", "Unknown")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _known_fields(ctx: _Ctx, obj: dict, where: str, known: tuple[str, ...]) -> None:
+    """Reject any key of ``obj`` not in ``known`` (the first one, in file order)."""
+    for k in obj:
+        if k not in known:
+            raise ctx.err(f"{where}.{k}" if where else str(k),
+                          f"unknown field {k!r}; known fields: {', '.join(known)}")
+
+
+# ------------------------------------------------------------- taints, tolerations, affinity
+
+def _taints(ctx: _Ctx, v: Any, where: str) -> list[dict]:
+    out = []
+    for i, t in enumerate(_list(ctx, v, where, nullable=True)):
+        w = f"{where}[{i}]"
+        t = _obj(ctx, t, w)
+        _known_fields(ctx, t, w, ("key", "value", "effect"))
+        out.append({"key": _str(ctx, _req(ctx, t, "key", w), f"{w}.key", allow_empty=False),
+                    "value": _str(ctx, t.get("value"), f"{w}.value", nullable=True),
+                    "effect": _one_of(ctx, _req(ctx, t, "effect", w), f"{w}.effect", TAINT_EFFECTS)})
+    return out
+
+
+def _tolerations(ctx: _Ctx, v: Any, where: str) -> list[dict]:
+    out = []
+    for i, t in enumerate(_list(ctx, v, where, nullable=True)):
+        w = f"{where}[{i}]"
+        t = _obj(ctx, t, w)
+        _known_fields(ctx, t, w, ("key", "operator", "value", "effect", "tolerationSeconds"))
+        op = t.get("operator")
+        op = "Equal" if op in (None, "") else _one_of(ctx, op, f"{w}.operator", ("Equal", "Exists"))
+        effect = t.get("effect")
+        effect = "" if effect in (None, "") else _one_of(ctx, effect, f"{w}.effect", TAINT_EFFECTS)
+        key = _str(ctx, t.get("key"), f"{w}.key", nullable=True)
+        value = _str(ctx, t.get("value"), f"{w}.value", nullable=True)
+        if op == "Exists" and value:
+            raise ctx.err(f"{w}.value", "must be empty when operator is Exists")
+        if not key and op != "Exists":
+            raise ctx.err(f"{w}.operator", "an empty key needs operator Exists")
+        tol = {"key": key, "operator": op, "value": value, "effect": effect}
+        secs = _int(ctx, t.get("tolerationSeconds"), f"{w}.tolerationSeconds", nullable=True)
+        if secs is not None:
+            tol["tolerationSeconds"] = secs
+        out.append(tol)
+    return out
+
+
+def _requirement(ctx: _Ctx, e: Any, where: str, operators: tuple[str, ...]) -> dict:
+    e = _obj(ctx, e, where)
+    _known_fields(ctx, e, where, ("key", "operator", "values"))
+    key = _str(ctx, _req(ctx, e, "key", where), f"{where}.key", allow_empty=False)
+    op = _one_of(ctx, _req(ctx, e, "operator", where), f"{where}.operator", operators)
+    values = [_str(ctx, x, f"{where}.values[{j}]")
+              for j, x in enumerate(_list(ctx, e.get("values"), f"{where}.values", nullable=True))]
+    if op in ("In", "NotIn") and not values:
+        raise ctx.err(f"{where}.values", f"operator {op} needs at least one value")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise ctx.err(f"{where}.values", f"must be empty for operator {op}")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise ctx.err(f"{where}.values", f"operator {op} needs exactly one value")
+        try:
+            int(values[0])
+        except ValueError:
+            raise ctx.err(f"{where}.values[0]", f"operator {op} needs an integer, got {values[0]!r}") from None
+    return {"key": key, "operator": op, "values": values}
+
+
+def _node_selector_term(ctx: _Ctx, v: Any, where: str) -> dict:
+    t = _obj(ctx, v, where)
+    _known_fields(ctx, t, where, ("matchExpressions", "matchFields"))
+    out: dict[str, Any] = {}
+    for fld in ("matchExpressions", "matchFields"):
+        if t.get(fld) is not None:
+            out[fld] = [_requirement(ctx, e, f"{where}.{fld}[{j}]", NODE_SELECTOR_OPERATORS)
+                        for j, e in enumerate(_list(ctx, t[fld], f"{where}.{fld}"))]
+    for j, e in enumerate(out.get("matchFields") or ()):
+        if e["key"] != "metadata.name":
+            raise ctx.err(f"{where}.matchFields[{j}].key", "only metadata.name is supported")
+    return out
+
+
+def _label_selector(ctx: _Ctx, v: Any, where: str) -> dict | None:
+    if v is None:
+        return None  # a nil selector matches nothing
+    s = _obj(ctx, v, where)
+    _known_fields(ctx, s, where, ("matchLabels", "matchExpressions"))
+    out: dict[str, Any] = {}
+    if s.get("matchLabels") is not None:
+        out["matchLabels"] = _str_map(ctx, s["matchLabels"], f"{where}.matchLabels")
+    if s.get("matchExpressions") is not None:
+        out["matchExpressions"] = [
+            _requirement(ctx, e, f"{where}.matchExpressions[{j}]", LABEL_SELECTOR_OPERATORS)
+            for j, e in enumerate(_list(ctx, s["matchExpressions"], f"{where}.matchExpressions"))]
+    return out
+
+
+def _pod_affinity_term(ctx: _Ctx, v: Any, where: str) -> dict:
+    t = _obj(ctx, v, where)
+    _known_fields(ctx, t, where, ("labelSelector", "topologyKey", "namespaces"))
+    out: dict[str, Any] = {
+        "labelSelector": _label_selector(ctx, t.get("labelSelector"), f"{where}.labelSelector"),
+        "topologyKey": _str(ctx, _req(ctx, t, "topologyKey", where), f"{where}.topologyKey",
+                            allow_empty=False)}
+    if t.get("namespaces") is not None:
+        out["namespaces"] = [_str(ctx, n, f"{where}.namespaces[{j}]", allow_empty=False)
+                             for j, n in enumerate(_list(ctx, t["namespaces"], f"{where}.namespaces"))]
+    return out
+
+
+def _weight(ctx: _Ctx, v: Any, where: str) -> int:
+    w = _int(ctx, v, where)
+    if not 1 <= w <= 100:
+        raise ctx.err(where, f"must be in 1..100, got {w}")
+    return w
+
+
+def _weighted_terms(ctx: _Ctx, v: Any, where: str, term_field: str, read_term: Any) -> list[dict]:
+    """A preferred... list: ``[{weight: 1..100, <term_field>: term}]``."""
+    out = []
+    for j, p in enumerate(_list(ctx, v, where)):
+        wp = f"{where}[{j}]"
+        p = _obj(ctx, p, wp)
+        _known_fields(ctx, p, wp, ("weight", term_field))
+        out.append({"weight": _weight(ctx, _req(ctx, p, "weight", wp), f"{wp}.weight"),
+                    term_field: read_term(ctx, _req(ctx, p, term_field, wp), f"{wp}.{term_field}")})
+    return out
+
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _affinity(ctx: _Ctx, v: Any, where: str) -> dict | None:
+    """Kubernetes ``core/v1`` Affinity, validated field by field (format-extensions.md §3)."""
+    a = _obj(ctx, v, where, nullable=True)
+    if a is None:
+        return None
+    _known_fields(ctx, a, where, ("nodeAffinity", "podAffinity", "podAntiAffinity"))
+    out: dict[str, Any] = {}
+    if a.get("nodeAffinity") is not None:
+        w = f"{where}.nodeAffinity"
+        na = _obj(ctx, a["nodeAffinity"], w)
+        _known_fields(ctx, na, w, (_REQUIRED, _PREFERRED))
+        o: dict[str, Any] = {}
+        if na.get(_REQUIRED) is not None:
+            wr = f"{w}.{_REQUIRED}"
+            req = _obj(ctx, na[_REQUIRED], wr)
+            _known_fields(ctx, req, wr, ("nodeSelectorTerms",))
+            o[_REQUIRED] = {"nodeSelectorTerms": [
+                _node_selector_term(ctx, t, f"{wr}.nodeSelectorTerms[{j}]")
+                for j, t in enumerate(_list(ctx, _req(ctx, req, "nodeSelectorTerms", wr),
+                                            f"{wr}.nodeSelectorTerms"))]}
+        if na.get(_PREFERRED) is not None:
+            o[_PREFERRED] = _weighted_terms(ctx, na[_PREFERRED], f"{w}.{_PREFERRED}", "preference",
+                                            _node_selector_term)
+        out["nodeAffinity"] = o
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if a.get(kind) is None:
+            continue
+        w = f"{where}.{kind}"
+        pa = _obj(ctx, a[kind], w)
+        _known_fields(ctx, pa, w, (_REQUIRED, _PREFERRED))
+        o = {}
+        if pa.get(_REQUIRED) is not None:
+            o[_REQUIRED] = [_pod_affinity_term(ctx, t, f"{w}.{_REQUIRED}[{j}]")
+                            for j, t in enumerate(_list(ctx, pa[_REQUIRED], f"{w}.{_REQUIRED}"))]
+        if pa.get(_PREFERRED) is not None:
+            o[_PREFERRED] = _weighted_terms(ctx, pa[_PREFERRED], f"{w}.{_PREFERRED}", "podAffinityTerm",
+                                            _pod_affinity_term)
+        out[kind] = o
+    return out
+
+
 # ----------------------------------------------------------------------------- object builders
 
 def node_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     spec = _obj(ctx, spec, where)
+    _known_fields(ctx, spec, where, NODE_FIELDS)
     name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
     alloc = _resources(ctx, _req(ctx, spec, "allocatable", where), f"{where}.allocatable")
     cap = _resources(ctx, spec.get("capacity"), f"{where}.capacity", nullable=True)
     labels = _str_map(ctx, spec.get("labels"), f"{where}.labels")
     unsched = _bool(ctx, spec.get("unschedulable", False), f"{where}.unschedulable")
+    node_spec: dict[str, Any] = {"unschedulable": unsched}
+    taints = _taints(ctx, spec.get("taints"), f"{where}.taints")
+    if taints:
+        node_spec["taints"] = taints
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "uid": name, "resourceVersion": ctx.next_rv(),
                      "creationTimestamp": ZERO_TIME, "labels": labels, "annotations": {}},
-        "spec": {"unschedulable": unsched},
+        "spec": node_spec,
         "status": {"allocatable": alloc, "capacity": cap if cap is not None else dict(alloc),
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
@@ -294,6 +505,7 @@ def node_object(ctx: _Ctx, spec: Any, where: str) -> dict:
 
 def queue_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     spec = _obj(ctx, spec, where)
+    _known_fields(ctx, spec, where, QUEUE_FIELDS)
     name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
     weight = _int(ctx, spec.get("weight", 1), f"{where}.weight", minimum=0)
     guarantee = spec.get("guarantee")
@@ -305,6 +517,9 @@ def queue_object(ctx: _Ctx, spec: Any, where: str) -> dict:
         else:
             guarantee = {"resource": _resources(ctx, g, f"{where}.guarantee")}
     state = spec.get("state") or "Open"
+    parent = _str(ctx, spec.get("parent"), f"{where}.parent", nullable=True)
+    if parent == name:
+        raise ctx.err(f"{where}.parent", f"queue {name!r} cannot be its own parent")
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
         "metadata": {"name": name, "uid": name, "resourceVersion": ctx.next_rv(),
@@ -316,6 +531,7 @@ def queue_object(ctx: _Ctx, spec: Any, where: str) -> dict:
             "guarantee": guarantee,
             "reclaimable": _bool(ctx, spec.get("reclaimable"), f"{where}.reclaimable", nullable=True),
             "priority": _int(ctx, spec.get("priority", 0) or 0, f"{where}.priority"),
+            "parent": parent,
         },
         "status": {"state": _one_of(ctx, state, f"{where}.state", QUEUE_STATES)},
     }
@@ -323,6 +539,7 @@ def queue_object(ctx: _Ctx, spec: Any, where: str) -> dict:
 
 def podgroup_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     spec = _obj(ctx, spec, where)
+    _known_fields(ctx, spec, where, PODGROUP_FIELDS)
     name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
     ns = _str(ctx, _req(ctx, spec, "namespace", where), f"{where}.namespace", allow_empty=False)
     job_id = spec.get("job_id")
@@ -374,6 +591,7 @@ def _network_topology(ctx: _Ctx, v: Any, where: str) -> dict:
 
 def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     spec = _obj(ctx, spec, where)
+    _known_fields(ctx, spec, where, POD_FIELDS)
     name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
     ns = _str(ctx, _req(ctx, spec, "namespace", where), f"{where}.namespace", allow_empty=False)
     key = spec.get("key")
@@ -394,6 +612,15 @@ def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     policy = spec.get("preemptionPolicy")
     policy = "PreemptLowerPriority" if policy is None else _one_of(
         ctx, policy, f"{where}.preemptionPolicy", PREEMPTION_POLICIES)
+    for fld in ("preemptable", "bestEffort"):
+        _bool(ctx, spec.get(fld), f"{where}.{fld}", nullable=True)
+    pod_spec_extra: dict[str, Any] = {}
+    tolerations = _tolerations(ctx, spec.get("tolerations"), f"{where}.tolerations")
+    if tolerations:
+        pod_spec_extra["tolerations"] = tolerations
+    affinity = _affinity(ctx, spec.get("affinity"), f"{where}.affinity")
+    if affinity:
+        pod_spec_extra["affinity"] = affinity
     meta = {"name": name, "namespace": ns, "uid": f"{ns}-{name}", "resourceVersion": ctx.next_rv(),
             "creationTimestamp": ZERO_TIME, "labels": labels, "annotations": annotations}
     if deleting:
@@ -413,6 +640,7 @@ def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
             "containers": [{"name": "main", "resources": {"requests": request}}],
             "initContainers": [],
             "terminationGracePeriodSeconds": 30,
+            **pod_spec_extra,
         },
         "status": {
             "phase": _one_of(ctx, spec.get("phase") or "Pending", f"{where}.phase", POD_PHASES),
@@ -425,6 +653,7 @@ def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
 
 def priority_class_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     spec = _obj(ctx, spec, where)
+    _known_fields(ctx, spec, where, PRIORITY_CLASS_FIELDS)
     name = _str(ctx, _req(ctx, spec, "name", where), f"{where}.name", allow_empty=False)
     policy = spec.get("preemptionPolicy")
     return {
@@ -436,6 +665,23 @@ def priority_class_object(ctx: _Ctx, spec: Any, where: str) -> dict:
         "preemptionPolicy": "PreemptLowerPriority" if policy is None else _one_of(
             ctx, policy, f"{where}.preemptionPolicy", PREEMPTION_POLICIES),
     }
+
+
+def _check_queue_tree(ctx: _Ctx, queues: list[dict], where: str) -> None:
+    """Every ``parent`` names a queue of the file, and following parents never loops."""
+    parents = {q["metadata"]["name"]: q["spec"].get("parent") or "" for q in queues}
+    for i, q in enumerate(queues):
+        name, parent = q["metadata"]["name"], parents[q["metadata"]["name"]]
+        if parent and parent not in parents:
+            raise ctx.err(f"{where}[{i}].parent", f"unknown queue {parent!r}; queues: "
+                          f"{', '.join(sorted(parents))}")
+        seen, cur = [name], parent
+        while cur:
+            if cur in seen:
+                raise ctx.err(f"{where}[{i}].parent", f"queue hierarchy has a cycle: "
+                              f"{' -> '.join(seen + [cur])}")
+            seen.append(cur)
+            cur = parents.get(cur, "")
 
 
 def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: Any = None,
@@ -461,6 +707,8 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
         _unique(ctx, seen, ("pc", o["metadata"]["name"]), f"priority_classes[{i}].name", "priority class")
         out.priority_classes.append(o)
     queue_names = {q["metadata"]["name"] for q in out.queues}
+    if strict:
+        _check_queue_tree(ctx, out.queues, f"{p}queues")
     for i, g in enumerate(_list(ctx, spec.get("podgroups"), f"{p}podgroups", nullable=True)):
         o = podgroup_object(ctx, g, f"{p}podgroups[{i}]")
         m = o["metadata"]
@@ -488,6 +736,25 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
     return out
 
 
+def _known_arguments(ctx: _Ctx, plugin: str, args: dict, where: str) -> None:
+    """Reject argument keys the plugin does not read. A plugin builder declares them in
+    ``argument_keys`` (exact keys) and ``argument_prefixes``; one declaring neither is not checked."""
+    from ha.scheduler.actions.gang_path import GANG_AWARE_KEY
+    from ha.scheduler.framework.registry import get_plugin_builder
+    builder = get_plugin_builder(plugin)
+    keys = getattr(builder, "argument_keys", None)
+    prefixes = tuple(getattr(builder, "argument_prefixes", ()) or ())
+    if keys is None and not prefixes:
+        return
+    # the gang-aware switches of preempt / reclaim are read from any plugin's arguments too
+    # (seed 001's configuration puts them there; gang_path._arg_bool)
+    keys = tuple(keys or ()) + tuple(f"{a}.{GANG_AWARE_KEY}" for a in ("preempt", "reclaim"))
+    for k in args:
+        if k not in keys and not any(str(k).startswith(p) for p in prefixes):
+            known = ", ".join(list(keys) + [f"{p}*" for p in prefixes]) or "(none)"
+            raise ctx.err(f"{where}.{k}", f"unknown argument {k!r} for plugin {plugin!r}; known: {known}")
+
+
 def parse_tiers(ctx: _Ctx, tiers: Any, where: str) -> list[list[PluginSpec]]:
     out: list[list[PluginSpec]] = []
     for ti, tier in enumerate(_list(ctx, tiers, where)):
@@ -508,6 +775,7 @@ def parse_tiers(ctx: _Ctx, tiers: Any, where: str) -> list[list[PluginSpec]]:
                     continue
                 if k == "arguments":
                     args = dict(_obj(ctx, v, f"{w}.arguments", nullable=True) or {})
+                    _known_arguments(ctx, name, args, f"{w}.arguments")
                     continue
                 canon = PLUGIN_FLAGS.get(k)
                 if canon is None:
@@ -534,17 +802,29 @@ def parse_actions(ctx: _Ctx, actions: Any, where: str) -> list[str]:
 
 def _parse_expected(ctx: _Ctx, raw: Any) -> Expected:
     e = _obj(ctx, raw, "expected")
+    _known_fields(ctx, e, "expected", EXPECTED_FIELDS)
+    bind_check = _one_of(ctx, e.get("bind_check") or "full", "expected.bind_check", BIND_CHECKS)
     binds_raw = _obj(ctx, e.get("binds") or {}, "expected.binds")
     binds = {k: _str(ctx, v, f"expected.binds.{k}", allow_empty=False) for k, v in binds_raw.items()}
     evicted = [_str(ctx, v, f"expected.evicted[{i}]", allow_empty=False)
                for i, v in enumerate(_list(ctx, e.get("evicted"), "expected.evicted", nullable=True))]
     bind_count = _int(ctx, e.get("bind_count", len(binds)), "expected.bind_count", minimum=0)
     evict_count = _int(ctx, e.get("evict_count", len(evicted)), "expected.evict_count", minimum=0)
-    # uthelper refuses these as "invalid setting" too (MinimalBindCheck: only the count)
-    if bind_count != len(binds) and e.get("bind_check", "full") == "full":
+    # uthelper refuses these as "invalid setting" too
+    if bind_check == "full" and bind_count != len(binds):
         raise ctx.err("expected.bind_count", f"{bind_count} does not match the {len(binds)} entries of expected.binds")
+    if bind_check != "full" and binds:
+        raise ctx.err("expected.binds", f"must be {{}} with bind_check {bind_check!r} (only the count is checked)")
     if evict_count != len(evicted):
         raise ctx.err("expected.evict_count", f"{evict_count} does not match the {len(evicted)} entries of expected.evicted")
+    by_hn = None
+    if e.get("bind_counts_by_hypernode") is not None:
+        if bind_check != "by_hypernode":
+            raise ctx.err("expected.bind_counts_by_hypernode", "only with bind_check 'by_hypernode'")
+        by_hn = [_int(ctx, n, f"expected.bind_counts_by_hypernode[{i}]", minimum=0)
+                 for i, n in enumerate(_list(ctx, e["bind_counts_by_hypernode"], "expected.bind_counts_by_hypernode"))]
+    elif bind_check == "by_hypernode":
+        raise ctx.err("expected.bind_counts_by_hypernode", "missing required field for bind_check 'by_hypernode'")
     pipelined = None
     if e.get("pipelined") is not None:
         pm = _obj(ctx, e["pipelined"], "expected.pipelined")
@@ -554,18 +834,25 @@ def _parse_expected(ctx: _Ctx, raw: Any) -> Expected:
                 nodes = [nodes]
             pipelined[job] = [_str(ctx, n, f"expected.pipelined.{job}[{i}]", allow_empty=False)
                               for i, n in enumerate(_list(ctx, nodes, f"expected.pipelined.{job}"))]
-    out = Expected(binds=binds, bind_count=bind_count, evicted=evicted, evict_count=evict_count,
-                   pipelined=pipelined)
-    _parse_expected_hypernode_checks(ctx, e, out)
-    return out
+    phases = {}
+    for job, ph in (_obj(ctx, e.get("podgroup_phases"), "expected.podgroup_phases", nullable=True) or {}).items():
+        phases[job] = _one_of(ctx, ph, f"expected.podgroup_phases.{job}", PG_PHASES)
+    counts: dict[str, dict[str, int]] = {}
+    for job, m in (_obj(ctx, e.get("task_status_counts"), "expected.task_status_counts", nullable=True) or {}).items():
+        w = f"expected.task_status_counts.{job}"
+        counts[job] = {}
+        for st, n in _obj(ctx, m, w).items():
+            _one_of(ctx, st, f"{w}.{st}", TASK_STATUSES)
+            counts[job][st] = _int(ctx, n, f"{w}.{st}", minimum=0)
+    return Expected(binds=binds, bind_count=bind_count, evicted=evicted, evict_count=evict_count,
+                    pipelined=pipelined, bind_check=bind_check, bind_counts_by_hypernode=by_hn,
+                    podgroup_phases=phases, task_status_counts=counts)
 
 
 # ------------------------------------------------------------------------------------ hypernodes
 # format-extensions §1: top-level ``hypernodes`` (HyperNode objects) and ``hypernode_cache`` (the Go
-# harness's injected tier sets and real-node sets); §4: ``expected.bind_check`` and
-# ``expected.bind_counts_by_hypernode``.
-
-BIND_CHECKS = ("full", "count_only", "by_hypernode")
+# harness's injected tier sets and real-node sets); §4's ``expected.bind_check`` and
+# ``bind_counts_by_hypernode`` are read with the rest of ``expected``.
 
 
 @dataclass
@@ -646,19 +933,6 @@ def parse_hypernodes(ctx: _Ctx, d: dict, objects: ClusterObjects, prefix: str = 
     objects.hyper_node_cache = HyperNodeCache(by_tier, real)
 
 
-def _parse_expected_hypernode_checks(ctx: _Ctx, e: dict, out: Expected) -> None:
-    """§4: ``bind_check`` (full | count_only | by_hypernode) and ``bind_counts_by_hypernode``."""
-    out.bind_check = _one_of(ctx, e.get("bind_check", "full"), "expected.bind_check", BIND_CHECKS)
-    raw = e.get("bind_counts_by_hypernode")
-    if out.bind_check == "by_hypernode":
-        counts = _list(ctx, _req(ctx, e, "bind_counts_by_hypernode", "expected"), "expected.bind_counts_by_hypernode")
-        out.bind_counts_by_hypernode = [_int(ctx, c, f"expected.bind_counts_by_hypernode[{i}]", minimum=0)
-                                        for i, c in enumerate(counts)]
-    elif raw is not None:
-        raise ctx.err("expected.bind_counts_by_hypernode", 'only meaningful with bind_check "by_hypernode"')
-    if out.bind_check != "full" and out.binds:
-        raise ctx.err("expected.binds", f'must be {{}} with bind_check "{out.bind_check}"')
-
 
 # ----------------------------------------------------------------------------------- entry points
 
@@ -685,11 +959,13 @@ def load_scenario(path: str | Path, data: Any = None) -> Scenario:
     d = load_json(path) if data is None else data
     if not isinstance(d, dict):
         raise ctx.err("", f"a scenario file holds one JSON object, got {_typename(d)}")
+    _known_fields(ctx, d, "", TOP_FIELDS)
     name = _str(ctx, _req(ctx, d, "name", ""), "name", allow_empty=False)
     kind = _one_of(ctx, d.get("kind", "action"), "kind", KNOWN_KINDS)
     # unit scenarios (NodeInfo / cache cases) may name objects their prose steps create
     objects = build_objects(ctx, d, strict=(kind == "action"))
     plugins = _obj(ctx, d.get("plugins") or {}, "plugins")
+    _known_fields(ctx, plugins, "plugins", PLUGINS_FIELDS)
     if kind == "unit":
         # unit scenarios describe steps in prose; only their cluster is structural
         return Scenario(path=p, name=name, kind=kind, objects=objects,

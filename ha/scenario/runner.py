@@ -45,6 +45,9 @@ class SessionOutcome:
     session_jobs: set[str] = field(default_factory=set)
     # per bind, the lowest-tier hypernode (of the session's tier sets) holding the bound node
     bind_hyper_nodes: list[str] = field(default_factory=list)
+    # session job -> its PodGroup phase / {task status name: count} when the session was read
+    podgroup_phases: dict[str, str] = field(default_factory=dict)
+    task_status_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     # the session died: FatalCacheError (Volcano's klog.Fatalf) or ResourceUnderflow (its assert
     # panics); what was recorded up to then is kept
     fatal: str | None = None
@@ -275,6 +278,10 @@ class ScenarioCluster:
         out.session_jobs = {str(j) for j in ssn.jobs}
         out.pipelined.clear()
         out.pipelined_by_job.clear()
+        out.podgroup_phases = {str(j): str(job.pod_group_phase) for j, job in ssn.jobs.items()}
+        out.task_status_counts = {
+            str(j): {str(st): len(ts) for st, ts in job.task_status_index.items() if ts}
+            for j, job in ssn.jobs.items()}
         for jid, job in ssn.jobs.items():
             pl = _tasks_with_status(job, "PIPELINED")
             if pl:
@@ -453,7 +460,7 @@ def compare(expected: Expected, out: SessionOutcome) -> list[str]:
     mm: list[str] = []
     if out.fatal is not None:
         mm.append(f"session aborted: {out.fatal}")
-    # binds: exactly the expected map, and exactly bind_count bind calls
+    # binds: exactly the expected map, and exactly bind_count bind calls ("count_only": the count)
     if len(out.bind_list) != expected.bind_count:
         mm.append(f"bind_count: expected {expected.bind_count}, got {len(out.bind_list)}")
     if expected.bind_check == "by_hypernode":
@@ -494,6 +501,27 @@ def compare(expected: Expected, out: SessionOutcome) -> list[str]:
         for key, node in tasks:
             if node not in nodes:
                 mm.append(f"pipelined: {key} is pipelined on {node}, expected one of {', '.join(nodes)}")
+    mm.extend(_compare_phases(expected, out))
+    return mm
+
+
+def _compare_phases(expected: Expected, out: SessionOutcome) -> list[str]:
+    """uthelper ExpectStatus (PodGroup phases) and ExpectTaskStatusNums of the session jobs."""
+    mm: list[str] = []
+    for job, phase in sorted(expected.podgroup_phases.items()):
+        got = out.podgroup_phases.get(job)
+        if got is None:
+            mm.append(f"podgroup_phases: job {job} does not exist in the session")
+        elif got != phase:
+            mm.append(f"podgroup_phases: {job} expected {phase}, got {got}")
+    for job, counts in sorted(expected.task_status_counts.items()):
+        got = out.task_status_counts.get(job)
+        if got is None:
+            mm.append(f"task_status_counts: job {job} does not exist in the session")
+            continue
+        for st, n in sorted(counts.items()):
+            if got.get(st, 0) != n:
+                mm.append(f"task_status_counts: {job} {st} expected {n}, got {got.get(st, 0)}")
     return mm
 
 

@@ -256,6 +256,7 @@ def test_every_fault_has_a_valid_minimal_entry(tmp_path):
         "api-conflict": "probability: 0.1",
         "redis-restart": "for: 1s",
         "clock-rate": "target: scheduler-1, rate: 1.5",
+        "crash-point": "target: leader, point: after-evictions",
     }
     assert set(minimal) == set(FAULTS)
     lines = "\n".join(f"  - {{at: 1s, fault: {f}, {rest}}}" for f, rest in minimal.items())
@@ -293,7 +294,7 @@ def test_initial_objects(tmp_path):
         """
     e = load_experiment(write(tmp_path, text))
     objs = starting_objects(e)
-    assert objs.counts() == {"PriorityClass": 1, "Queue": 2, "Node": 3, "PodGroup": 1, "Pod": 2}
+    assert objs.counts() == {"PriorityClass": 1, "Queue": 2, "Node": 3, "HyperNode": 0, "PodGroup": 1, "Pod": 2}
     big = next(n for n in objs.nodes if n["metadata"]["name"] == "big")
     assert big["status"]["allocatable"]["cpu"] == "8000m"          # scenario units: millicores
     n1 = objs.nodes[0]

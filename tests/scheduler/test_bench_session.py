@@ -58,3 +58,32 @@ def test_hypernode_topology_variant_keeps_hard_gangs_in_one_spine():
     assert by_job, "no hard-topology gang was placed"
     # tier 2 allows the whole spine; the gradient tries racks first, so each fits in one rack
     assert all(len(r) == 1 for r in by_job.values()), by_job
+
+
+def test_tainted_workload_respects_taints_and_tolerations():
+    """``--param taints=F``: that fraction of the nodes is tainted; no pod lands on a
+    NoSchedule-tainted node unless it tolerates the taint, and tolerating jobs exist."""
+    import pytest
+    from ha.bench import parse_params
+    from ha.errors import BadInput
+    nodes, queues, pgs, pods = bench.workload(n_nodes=20, n_pods=300, n_queues=2, seed=3, taints=0.5)
+    tainted = {n["metadata"]["name"]: n["spec"]["taints"][0] for n in nodes if n["spec"].get("taints")}
+    assert len(tainted) == 10 and {t["effect"] for t in tainted.values()} == {"NoSchedule", "PreferNoSchedule"}
+    tolerating = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods if p["spec"].get("tolerations")}
+    assert tolerating
+    cache, io = bench.build_cluster(nodes, queues, pgs, pods)
+    placed, _, _ = bench.model_session(cache, io)
+    binds = [(k, n) for op, k, n in (o for o in _io_ops(io) if o[0] == "bind")]
+    assert placed == len(binds) > 0
+    no_schedule = {n for n, t in tainted.items() if t["effect"] == "NoSchedule"}
+    by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
+    on_tainted = [(k, n) for k, n in binds if n in no_schedule]
+    for k, n in on_tainted:
+        tol = by_key[k]["spec"].get("tolerations") or []
+        assert any(t.get("key") == "dedicated" for t in tol), (k, n)
+    assert parse_params("session", bench.run, ["taints=0.2"]) == {"taints": "0.2"}
+    for bad in (["taint=0.2"], ["taints"]):
+        with pytest.raises(BadInput):
+            parse_params("session", bench.run, bad)
+    with pytest.raises(BadInput):
+        bench.run(quick=True, taints=1.5)

@@ -83,7 +83,33 @@ def _pg(ns: str, name: str, queue: str, min_member: int, t: float) -> dict:
             "status": {"phase": "Inqueue", "conditions": [], "running": 0, "succeeded": 0, "failed": 0}}
 
 
-def _pod_spec(rng: random.Random, *, plain: bool) -> dict:
+APPS = ("web", "db", "cache")
+
+
+def _pod_affinity(rng: random.Random) -> dict:
+    """Pod (anti-)affinity terms over the hostname and zone topologies (some pods only)."""
+    aff: dict[str, Any] = {}
+
+    def term(key: str) -> dict:
+        return {"labelSelector": {"matchExpressions": [
+            {"key": "app", "operator": "In", "values": rng.sample(APPS, rng.randint(1, 2))}]},
+                "topologyKey": key}
+
+    r = rng.random()
+    if r < 0.12:
+        aff.setdefault("podAntiAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            term("kubernetes.io/hostname")]
+    elif r < 0.17:
+        aff.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [term("zone")]
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.15:
+            key = rng.choice(["zone", "kubernetes.io/hostname"])
+            aff.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": rng.choice([1, 10, 100]), "podAffinityTerm": term(key)}]
+    return aff
+
+
+def _pod_spec(rng: random.Random, *, plain: bool, pod_aff: bool = False) -> dict:
     cpu = rng.choice([100, 250, 500, 1000, 2000, 4000])
     mem = rng.choice([128 * MI, 512 * MI, GI, 2 * GI, 6 * GI])
     req: dict[str, str] = {"cpu": f"{cpu}m", "memory": str(mem)}
@@ -123,6 +149,10 @@ def _pod_spec(rng: random.Random, *, plain: bool) -> dict:
             containers[0]["ports"] = [{"containerPort": 80, "hostPort": rng.choice([8080, 9090])}]
         if rng.random() < 0.3:
             spec["priority"] = rng.choice([0, 10, 100, 1000])
+    if pod_aff:
+        extra = _pod_affinity(rng)
+        if extra:
+            spec.setdefault("affinity", {}).update(extra)
     spec["containers"] = containers
     return spec
 
@@ -141,8 +171,9 @@ def _pod(ns: str, name: str, group: str, spec: dict, t: float, *, node: str = ""
             "status": {"phase": phase, "nominatedNodeName": nominated, "conditions": []}}
 
 
-def workload(seed: int, *, plain: bool = False, nominated: bool = True) -> dict:
-    """Nodes, queues, podgroups, pods (object-shape dicts) and a second wave of pending pods."""
+def workload(seed: int, *, plain: bool = False, nominated: bool = True, pod_aff: bool = False) -> dict:
+    """Nodes, queues, podgroups, pods (object-shape dicts) and a second wave of pending pods;
+    with ``pod_aff`` pods carry an ``app`` label and some carry pod (anti-)affinity terms."""
     rng = random.Random(seed)
     n_nodes = rng.randint(101, 240)  # > 100: numFeasibleNodes samples and the start index rotates
     nodes = [_node(rng, i) for i in range(n_nodes)]
@@ -159,12 +190,15 @@ def workload(seed: int, *, plain: bool = False, nominated: bool = True) -> dict:
         ns, name = f"ns{j % 3}", f"{kind}-{j:04d}"
         q = rng.choice(queues)["metadata"]["name"]
         g = _pg(ns, name, q, min_member, t)
-        spec = _pod_spec(rng, plain=plain)
+        spec = _pod_spec(rng, plain=plain, pod_aff=pod_aff)
         role = rng.choice(["", "", "", "worker"]) if not plain else ""
+        app = rng.choice(APPS) if pod_aff else ""
         out = []
         for k in range(size):
-            s = spec if rng.random() < 0.8 else _pod_spec(rng, plain=plain)
+            s = spec if rng.random() < 0.8 else _pod_spec(rng, plain=plain, pod_aff=pod_aff)
             out.append(_pod(ns, f"{name}-{k}", name, s, t, role=role if k else ""))
+            if app:
+                out[-1]["metadata"]["labels"] = {"app": app}
         return g, out
 
     # running / releasing gangs already on nodes
@@ -380,6 +414,42 @@ CASES = [(1, "v1.14", "default", True), (2, "pr5045", "default", False), (3, "pr
          (13, "pr5045", "default-no-shares", True), (14, "v1.14", "binpack-first", True)]
 
 
+# with pod affinity / anti-affinity (required and preferred, hostname and zone topologies)
+AFFINITY_CASES = [(51, "v1.14", "default", True), (52, "pr5045-fixed", "binpack", False),
+                  (53, "pr5045", "default", False), (54, "v1.14", "predicates-off", True)]
+
+
+@pytest.mark.parametrize("seed,prof,kind,nominated", AFFINITY_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-podaffinity" for c in AFFINITY_CASES])
+def test_fast_and_scalar_sessions_are_identical_with_pod_affinity(seed: int, prof: str, kind: str,
+                                                                   nominated: bool) -> None:
+    w = workload(seed, nominated=nominated, pod_aff=True)
+    fast, info = run(w, prof, kind, True)
+    scalar, _ = run(w, prof, kind, False)
+    assert all(r is None for r in info["reasons"]), info["reasons"]
+    assert info["fast"] > 20, "the fast path was hardly used"
+    assert fast == scalar, _first_difference(fast, scalar)
+
+
+def test_pod_affinity_workloads_exercise_the_filter_and_the_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod-affinity workloads reject nodes through InterPodAffinity and move scores: the same
+    sessions without the filter (predicate.PodAffinityEnable off) and without the score
+    (podaffinity.weight 0) place pods differently."""
+    from ha.scheduler.plugins import nodeorder, predicates
+    w = workload(51, pod_aff=True)
+    base = [s["binds"] for s in run(w, "v1.14", "default", True)[0]]
+    for cls, attr in ((predicates.PredicatesPlugin, "pod_affinity_enable"),
+                      (nodeorder.NodeOrderPlugin, "pod_affinity_weight")):
+        orig = cls.__init__
+
+        def without(self, args=None, orig=orig, attr=attr):
+            orig(self, args)
+            setattr(self, attr, 0)
+        monkeypatch.setattr(cls, "__init__", without)
+        assert [s["binds"] for s in run(w, "v1.14", "default", True)[0]] != base, attr
+        monkeypatch.setattr(cls, "__init__", orig)
+
+
 @pytest.mark.parametrize("seed,prof,kind,nominated", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
 def test_fast_and_scalar_sessions_are_identical(seed: int, prof: str, kind: str, nominated: bool) -> None:
     w = workload(seed, nominated=nominated)
@@ -441,7 +511,7 @@ def test_hard_topology_gangs_stay_in_one_allowed_hypernode() -> None:
 def test_scenarios_exercise_pipelines_evictions_and_failures() -> None:
     """The workloads above are not trivial: there are pipelines, evictions, tasks without a
     feasible node (the scalar re-scan for FitErrors) and tasks the fast path hands to the scalar
-    predicate (tolerations, selectors, host ports, task roles)."""
+    predicate (selectors, required node affinity, host ports, task roles)."""
     pipelines = evictions = reruns = scalar_predicates = 0
     for seed, prof, kind, nominated in (CASES[0], CASES[1], CASES[12]):
         out, info = run(workload(seed, nominated=nominated), prof, kind, True)
@@ -467,14 +537,15 @@ def _open(w: dict, prof: str, kind: str):
     return open_session(cache, make_conf(kind), seed=3)
 
 
-@pytest.mark.parametrize("seed,kind", [(21, "default"), (22, "binpack"), (23, "predicates-off"),
-                                       (24, "binpack-first")])
-def test_predicate_scan_and_scores_match_per_node(seed: int, kind: str) -> None:
+@pytest.mark.parametrize("seed,kind,pod_aff", [(21, "default", False), (22, "binpack", False),
+                                               (23, "predicates-off", False), (24, "binpack-first", False),
+                                               (25, "default", True), (26, "binpack", True)])
+def test_predicate_scan_and_scores_match_per_node(seed: int, kind: str, pod_aff: bool) -> None:
     """For every pending task, from random start indices: the same feasible nodes in the same
     order and the same next start index; over random node groups: bit-identical scores."""
     from ha.scheduler.actions.allocate import AllocateAction
     from ha.scheduler.api import TaskStatus
-    w = workload(seed)
+    w = workload(seed, pod_aff=pod_aff)
     ssn = _open(w, "pr5045-fixed", kind)
     action = AllocateAction()
     action.parse_arguments(ssn)
@@ -605,3 +676,24 @@ def test_equivalence_check_detects_a_perturbed_scan(monkeypatch: pytest.MonkeyPa
             return sel
         return perturbed
     assert _detects(monkeypatch, "predicate_nodes", wrapper)
+
+
+def test_tolerations_take_the_mask_not_the_per_node_predicate() -> None:
+    """Pods whose only special need is tolerations are scanned with the taint-set mask (no
+    scalar predicate calls) and still place exactly as the scalar path."""
+    w = workload(61, plain=True)
+    tolerations = ([{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
+                   [{"key": "maint", "operator": "Exists"}],
+                   [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
+    for i, p in enumerate(w["pods"] + [p for _, ps in w["wave2"] for p in ps]):
+        if i % 3 == 0:
+            p["spec"]["tolerations"] = tolerations[i % len(tolerations)]
+    fast, info = run(w, "v1.14", "default", True)
+    scalar, _ = run(w, "v1.14", "default", False)
+    assert fast == scalar, _first_difference(fast, scalar)
+    assert info["fast"] > 20
+    assert sum(p.stats["scalar_predicate"] for p in info["paths"]) == 0
+    # the tolerations matter: some pod lands on a node with a NoSchedule/NoExecute taint
+    tainted = {n["metadata"]["name"] for n in w["nodes"]
+               if any(t["effect"] in ("NoSchedule", "NoExecute") for t in n["spec"].get("taints", []))}
+    assert any(node in tainted for s in fast for _, node in s["binds"])

@@ -5,6 +5,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .duration import parse_go_duration
 from .helpers import JDB_MAX_UNAVAILABLE, JDB_MIN_AVAILABLE, PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY
 from .resource import ZERO, Resource
 from .task_info import TaskInfo, _parse_bool
@@ -28,6 +29,9 @@ class PodGroupPhase:
     INQUEUE = "Inqueue"
     COMPLETED = "Completed"
 
+
+# scheduling/v1beta1 JobWaitingTime: a PodGroup's own SLA waiting time (plugins/sla)
+JOB_WAITING_TIME = "sla-waiting-time"
 
 # PodGroup condition types / reasons the job updater writes (scheduling/v1beta1)
 POD_GROUP_READY = "pod group is ready"
@@ -101,12 +105,26 @@ class JobInfo:
         self.min_available = int(spec.get("minMember") or 0)
         self.queue = spec.get("queue") or ""
         self.creation_timestamp = float(md.get("creationTimestamp") or 0.0)
+        self.waiting_time = self._extract_waiting_time(md)
         self.preemptable = self._extract_preemptable(md)
         self.revocable_zone = self._extract_revocable_zone(md)
         self.budget = self._extract_budget(md)
         self.parse_min_member_info(pg)
         self.pg_uid = md.get("uid", "")
         self.pod_group = pg
+
+    @staticmethod
+    def _extract_waiting_time(md: dict) -> float | None:
+        """extractWaitingTime: the ``sla-waiting-time`` annotation as seconds; None when absent,
+        unparsable or not positive (Volcano logs and ignores it)."""
+        raw = (md.get("annotations") or _EMPTY).get(JOB_WAITING_TIME)
+        if raw is None:
+            return None
+        try:
+            secs = parse_go_duration(raw)
+        except ValueError:
+            return None
+        return secs if secs > 0 else None
 
     def unset_pod_group(self) -> None:
         self.pod_group = None

@@ -11,15 +11,20 @@ does the same work over numpy arrays:
   and the rows named there are re-read from the objects before the next task — the arrays hold the
   objects' own float values, so no arithmetic is re-implemented for accounting;
 * **predicates**: resource fit ``InitResreq ≤ FutureIdle`` (Volcano's epsilon rule: ``l − r < 0.1``
-  is the same test as ``l < r or |l − r| < 0.1``) and, for a task without tolerations, node
-  selector / required affinity and host ports, the predicates plugin's verdict (pod count,
-  unschedulable, NoSchedule/NoExecute taints) as masks; other tasks run the plugin predicate per
-  node, only on resource-fitting nodes, in scan order. The scan keeps the predicate helper's
+  is the same test as ``l < r or |l − r| < 0.1``) and, for a task without node selector /
+  required affinity and host ports, the predicates plugin's verdict (pod count, unschedulable,
+  NoSchedule/NoExecute taints — for a task with tolerations, per distinct taint set of the
+  nodes, checked once per distinct toleration list) as masks; other tasks — and every task whose
+  InterPodAffinity PreFilter state is not a skip (it has required pod (anti-)affinity, or pods
+  with required anti-affinity are placed) — run the plugin predicate per node, only on
+  resource-fitting nodes, in scan order. The scan keeps the predicate helper's
   rotating start index and stop rule (``numFeasibleNodes``) exactly;
 * **scores**: nodeorder's least/most-allocated and balanced-allocation formulas in int64 / float64
   with the same operation order and integer truncation as the scalar functions, binpack in
-  float64 in the same order, the batch taint score normalised over the scored group; ties are
-  broken with the session RNG exactly as ``select_best_node_and_score``.
+  float64 in the same order, the batch taint score normalised over the scored group, the batch
+  inter-pod affinity score by the plugin's own function over the scored group (only when the task
+  has pod (anti-)affinity or pods with it are placed); ties are broken with the session RNG
+  exactly as ``select_best_node_and_score``.
 
 Whatever it does not cover falls back to the scalar code: per session (plugins with predicate /
 node-order / map / reduce / best-node functions other than ``predicates``, ``nodeorder``,
@@ -124,7 +129,7 @@ def unsupported_reason(ssn: Any) -> str | None:
 
 class _TaskFacts:
     __slots__ = ("rows", "all_rows", "req", "simple", "nz_cpu", "nz_mem", "pl_cpu", "pl_mem", "pl_zero",
-                 "vector_nodeorder", "affinity", "tolerations", "binpack_dims")
+                 "vector_nodeorder", "affinity", "tolerations", "binpack_dims", "tol_block")
 
 
 def _spec(pod: dict) -> dict:
@@ -166,6 +171,9 @@ class AllocateFastPath:
         self.binpack = ssn.plugins.get("binpack") if "binpack" in self.order else None
         batch = _names(ssn, "enabled_node_order", ssn.batch_node_order_fns)
         self.batch_taint_w = ssn.plugins["nodeorder"].taint_toleration_weight if batch else None
+        self.batch_affinity_w = ssn.plugins["nodeorder"].pod_affinity_weight if batch else 0
+        from ha.scheduler.plugins.k8s_nodes import affinity_index, has_pod_affinity
+        self.aff_index, self._has_pod_affinity = affinity_index(ssn), has_pod_affinity
         self.built = False  # the arrays are built at the first scan (many sessions have no work)
 
     def _build(self) -> None:
@@ -175,16 +183,31 @@ class AllocateFastPath:
         unsched = np.zeros(n, dtype=bool)
         ns_taint = np.zeros(n, dtype=bool)
         self.pns_count = np.zeros(n, dtype=np.int64)   # PreferNoSchedule taints (no tolerations)
+        # nodes by their set of NoSchedule/NoExecute taints (few distinct sets): a task with
+        # tolerations is checked once per set, not once per node
+        self.taint_sets: list[list[dict]] = []
+        set_ids: dict[tuple, int] = {}
+        self.taint_set_of = np.zeros(n, dtype=np.intp)
+        self.tol_blocks: dict[str, np.ndarray] = {}
         for i, node in enumerate(self.node_list):
             k8s = node.node
             spec = k8s.get("spec") or _EMPTY
             unsched[i] = bool(spec.get("unschedulable"))
+            hard = []
             for t in spec.get("taints") or ():
                 eff = t.get("effect")
                 if eff in ("NoSchedule", "NoExecute"):
                     ns_taint[i] = True
+                    hard.append(t)
                 elif eff == "PreferNoSchedule":
                     self.pns_count[i] += 1
+            key = tuple((t.get("key"), t.get("value"), t.get("effect")) for t in hard)
+            sid = set_ids.get(key)
+            if sid is None:
+                sid = set_ids[key] = len(self.taint_sets)
+                self.taint_sets.append(hard)
+            self.taint_set_of[i] = sid
+        self.unsched = unsched
         self.has_pns = bool(self.pns_count.any())
         pred = self.pred
         if pred is not None:
@@ -295,7 +318,7 @@ class AllocateFastPath:
         spec = _spec(pod)
         pred = self.pred
         f.tolerations = bool(spec.get("tolerations"))
-        simple = not f.tolerations
+        simple = True
         if pred is not None and pred.node_affinity_enable:
             required = (((spec.get("affinity") or _EMPTY).get("nodeAffinity") or _EMPTY)
                         .get("requiredDuringSchedulingIgnoredDuringExecution")) or None
@@ -303,7 +326,10 @@ class AllocateFastPath:
                 simple = False
         if pred is not None and pred.node_ports_enable and self._host_ports(pod):
             simple = False
-        f.simple = simple or pred is None
+        f.tol_block = None
+        if simple and f.tolerations and pred is not None:
+            f.tol_block = self._toleration_block(spec.get("tolerations"))
+        f.simple = (simple and not f.tolerations) or pred is None
         # nodeorder inputs
         from ha.scheduler.plugins.k8s_nodes import cached_pod_requests
         memo = self.views[0].memo
@@ -373,7 +399,12 @@ class AllocateFastPath:
                 from ha.scheduler.actions.allocate import future_idle_for
                 j0 = j
                 ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j]), ZERO)
-        gate = self.plugin_ok if f.simple else self.pods_ok
+        affinity_work = self._affinity_filter(task)
+        simple = f.simple and not affinity_work
+        if f.tol_block is not None and not affinity_work:
+            simple, gate = True, self.pods_ok & ~f.tol_block
+        else:
+            gate = self.plugin_ok if simple else self.pods_ok
         # dims only grow: a task's rows stay a prefix, but later tasks may have added rows
         fi_all = self.fi if f.all_rows and len(f.rows) == self.fi.shape[0] else None
         req = f.req
@@ -392,7 +423,7 @@ class AllocateFastPath:
             if not len(idx):
                 continue
             idx += a
-            if f.simple:
+            if simple:
                 parts.append(idx)
                 got += len(idx)
                 if got >= to_find:
@@ -405,7 +436,7 @@ class AllocateFastPath:
                             break
                 if len(found) >= to_find:
                     break
-        if f.simple:
+        if simple:
             sel = (np.concatenate(parts) if len(parts) > 1 else parts[0])[:to_find] if parts else _NONE
             full = got >= to_find
         else:
@@ -419,6 +450,31 @@ class AllocateFastPath:
         _set_last_index(ph._owner, (start + processed) % n)
         self.stats["fast"] += 1
         return sel
+
+    def _toleration_block(self, tolerations: list) -> np.ndarray:
+        """Nodes the predicates plugin rejects for a pod with these tolerations because of
+        spec.unschedulable or a NoSchedule/NoExecute taint (cached per toleration list)."""
+        import json
+        key = json.dumps(tolerations, sort_keys=True, default=str)
+        block = self.tol_blocks.get(key)
+        if block is None:
+            pr = self._pr
+            unsched_taint = {"key": pr.TAINT_NODE_UNSCHEDULABLE, "effect": "NoSchedule"}
+            block = self.unsched & (not pr.tolerates(tolerations, unsched_taint))
+            if self.pred.taint_toleration_enable:
+                per_set = np.array([any(not pr.tolerates(tolerations, t) for t in ts) for ts in self.taint_sets],
+                                   dtype=bool)
+                block = block | per_set[self.taint_set_of]
+            self.tol_blocks[key] = block
+        return block
+
+    def _affinity_filter(self, task: Any) -> bool:
+        """Whether the predicates plugin's InterPodAffinity filter has work for this task (its
+        PreFilter state, computed at PrePredicate, is not a skip)."""
+        pred = self.pred
+        if pred is None or not pred.pod_affinity_enable:
+            return False
+        return pred.affinity_states.get(task.uid, _MISSING) is not None
 
     # -- prioritise -----------------------------------------------------------------------------
     def prioritize_nodes(self, task: Any, sel: np.ndarray) -> Any:
@@ -448,7 +504,18 @@ class AllocateFastPath:
                 prio = prio + self._binpack(task, f, g)
         if self.batch_taint_w is not None:
             prio = prio + self._taint(task, f, g)
+        if self.batch_affinity_w:
+            prio = prio + self._pod_affinity(task, g)
         return prio
+
+    def _pod_affinity(self, task: Any, g: np.ndarray) -> np.ndarray:
+        if not self.aff_index and not self._has_pod_affinity(task.pod):
+            return np.zeros(len(g))  # PreScore skips: no placed pod and no term to walk
+        from ha.scheduler.plugins.interpod_affinity import affinity_scores
+        nl = self.node_list
+        nodes = [nl[j] for j in g.tolist()]
+        got = affinity_scores(task.pod, self.view, self.aff_index, nodes) or {}
+        return np.array([float(got.get(n.name, 0) * self.batch_affinity_w) for n in nodes])
 
     def _nodeorder(self, task: Any, f: _TaskFacts, g: np.ndarray) -> np.ndarray:
         p = self.nodeorder

@@ -59,4 +59,5 @@ from ha.scheduler.plugins import (  # noqa: E402,F401  (imported for their regis
     predicates,
     priority,
     proportion,
+    sla,
 )

@@ -90,6 +90,9 @@ def binpacking_score(task: Any, node: Any, weight: PriorityWeight) -> float:
 
 @register(PLUGIN_NAME)
 class BinpackPlugin:
+    argument_keys = (BINPACK_WEIGHT, BINPACK_CPU, BINPACK_MEMORY, BINPACK_RESOURCES)
+    argument_prefixes = (BINPACK_RESOURCES_PREFIX,)
+
     def __init__(self, args: Mapping[str, Any] | None = None):
         self.arguments = dict(args or {})
         self.weight = calculate_weight(args)

@@ -41,6 +41,8 @@ def calculate_share(allocated: Resource, total: Resource) -> tuple[str, float]:
 
 @register(PLUGIN_NAME)
 class DrfPlugin:
+    argument_keys: tuple[str, ...] = ()
+
     def __init__(self, arguments: Mapping[str, Any] | None = None):
         self.arguments = dict(arguments or {})
         self.total_resource = Resource()

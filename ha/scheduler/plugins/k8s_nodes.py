@@ -88,6 +88,56 @@ def cached_pod_requests(memo: dict | None, pod: dict, non_zero: bool) -> dict[st
     return out
 
 
+def has_pod_affinity(pod: dict) -> bool:
+    """k8s podWithAffinity: the pod has a podAffinity or podAntiAffinity section."""
+    aff = (((pod or _EMPTY).get("spec") or _EMPTY).get("affinity"))
+    return bool(aff) and (aff.get("podAffinity") is not None or aff.get("podAntiAffinity") is not None)
+
+
+def has_required_anti_affinity(pod: dict) -> bool:
+    aff = (((pod or _EMPTY).get("spec") or _EMPTY).get("affinity")) or _EMPTY
+    return bool((aff.get("podAntiAffinity") or _EMPTY).get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+class AffinityIndex:
+    """Which nodes of the view host pods with pod (anti-)affinity (k8s NodeInfo's
+    PodsWithAffinity / PodsWithRequiredAntiAffinity, summed over the view), so that a pod
+    without affinity terms costs nothing when no such pod exists."""
+
+    __slots__ = ("with_affinity", "with_required_anti")
+
+    def __init__(self) -> None:
+        self.with_affinity: dict[str, int] = {}
+        self.with_required_anti: dict[str, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.with_affinity)
+
+    def nodes_with_affinity(self) -> list[str]:
+        return sorted(self.with_affinity)
+
+    def nodes_with_required_anti(self) -> list[str]:
+        return sorted(self.with_required_anti)
+
+    @staticmethod
+    def _bump(d: dict[str, int], name: str, delta: int) -> None:
+        n = d.get(name, 0) + delta
+        if n > 0:
+            d[name] = n
+        else:
+            d.pop(name, None)
+
+    def account(self, name: str, pod: dict, delta: int) -> bool:
+        """Count one copy of ``pod`` on node ``name`` in (delta=1) or out; False if the pod
+        has no pod (anti-)affinity."""
+        if not has_pod_affinity(pod):
+            return False
+        self._bump(self.with_affinity, name, delta)
+        if has_required_anti_affinity(pod):
+            self._bump(self.with_required_anti, name, delta)
+        return True
+
+
 @dataclass
 class K8sNodeInfo:
     """Pods on one node as the k8s framework sees them, with running request sums."""
@@ -99,17 +149,20 @@ class K8sNodeInfo:
     pod_objs: dict[str, dict] = field(default_factory=dict)    # task uid -> pod dict
     requested: dict[str, int] = field(default_factory=dict)
     non_zero_requested: dict[str, int] = field(default_factory=dict)
+    affinity_pods: dict[str, dict] = field(default_factory=dict)  # task uid -> pod with pod (anti-)affinity
     # per-session pod-request memo shared by the view (cached_pod_requests) and a set the
     # allocate fast path watches: every change of this node's pods adds the node name to it
     memo: dict | None = field(default=None, repr=False, compare=False)
     sink: set | None = field(default=None, repr=False, compare=False)
+    affinity_index: AffinityIndex | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_node_info(cls, node_info: Any, memo: dict | None = None) -> "K8sNodeInfo":
+    def from_node_info(cls, node_info: Any, memo: dict | None = None,
+                       affinity_index: AffinityIndex | None = None) -> "K8sNodeInfo":
         node = node_info.node
         alloc = ((node or _EMPTY).get("status") or _EMPTY).get("allocatable") or _EMPTY
         ni = cls(name=node_info.name, node=node, allocatable={k: _q(k, v) for k, v in alloc.items()},
-                 memo=memo)
+                 memo=memo, affinity_index=affinity_index)
         for t in node_info.tasks.values():
             ni.add_pod(t)
         return ni
@@ -121,6 +174,8 @@ class K8sNodeInfo:
         self.pods[task.uid] = self.pods.get(task.uid, 0) + 1
         self.pod_objs[task.uid] = task.pod
         self._account(task.pod, +1)
+        if self.affinity_index is not None and self.affinity_index.account(self.name, task.pod, +1):
+            self.affinity_pods[task.uid] = task.pod
 
     def remove_pod(self, task: Any) -> bool:
         """Remove one copy; False (nothing changes) when the pod is not on this node."""
@@ -131,9 +186,12 @@ class K8sNodeInfo:
         if n == 1:
             del self.pods[task.uid]
             del self.pod_objs[task.uid]
+            self.affinity_pods.pop(task.uid, None)
         else:
             self.pods[task.uid] = n - 1
         self._account(pod, -1)
+        if self.affinity_index is not None:
+            self.affinity_index.account(self.name, pod, -1)
         return True
 
     def _account(self, pod: dict, sign: int) -> None:
@@ -162,6 +220,7 @@ def pod_host_ports(pod: dict) -> set[tuple[str, str, int]]:
 
 
 _VIEWS: "weakref.WeakKeyDictionary[Any, dict[str, K8sNodeInfo]]" = weakref.WeakKeyDictionary()
+_INDEXES: "weakref.WeakKeyDictionary[Any, AffinityIndex]" = weakref.WeakKeyDictionary()
 
 
 def node_map(ssn: Any) -> dict[str, K8sNodeInfo]:
@@ -169,6 +228,14 @@ def node_map(ssn: Any) -> dict[str, K8sNodeInfo]:
     view = _VIEWS.get(ssn)
     if view is None:
         memo: dict = {}
-        view = {name: K8sNodeInfo.from_node_info(ni, memo) for name, ni in ssn.nodes.items()}
+        index = AffinityIndex()
+        view = {name: K8sNodeInfo.from_node_info(ni, memo, index) for name, ni in ssn.nodes.items()}
         _VIEWS[ssn] = view
+        _INDEXES[ssn] = index
     return view
+
+
+def affinity_index(ssn: Any) -> AffinityIndex:
+    """The session view's index of nodes hosting pods with pod (anti-)affinity."""
+    node_map(ssn)
+    return _INDEXES[ssn]

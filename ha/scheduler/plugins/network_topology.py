@@ -187,6 +187,11 @@ def _shortfall(request: Resource, avail: Resource) -> float:
 
 @register(PLUGIN_NAME)
 class NetworkTopologyPlugin:
+    # arguments the scenario loader accepts for this plugin (unknown ones are rejected)
+    argument_keys = ("tierLabels", "evictTopK", WEIGHT, BINPACK_CPU, BINPACK_MEMORY, BINPACK_RESOURCES,
+                     NORMAL_POD_ENABLE, NORMAL_POD_FADING)
+    argument_prefixes = (f"{PLUGIN_NAME}.", f"{BINPACK_RESOURCES}.")
+
     def __init__(self, arguments_: Mapping[str, Any] | None = None):
         self.arguments = dict(arguments_ or {})
         self.tier_labels = parse_tier_labels(_arg(self.arguments, "tierLabels"))

@@ -11,9 +11,11 @@ Per-node score (NodeOrderFn), each 0–100 and multiplied by its weight:
   node's plain requests + the pod's; 0 for a pod requesting nothing;
 * NodeAffinity (``nodeaffinity.weight``, default 2): Σ weights of matching preferred terms (raw);
 * ImageLocality (``imagelocality.weight``, default 1): nodes carry no image lists here, so 0.
-Batch score (BatchNodeOrderFn): TaintToleration (``tainttoleration.weight``, default 3), intolerable
-PreferNoSchedule taints normalised in reverse to 0–100. Pod affinity and topology spread are not
-modelled (their PreScore would skip for the pods this testbed builds).
+Batch score (BatchNodeOrderFn): InterPodAffinity (``podaffinity.weight``, default 2), preferred
+pod affinity / anti-affinity of the pod and of the pods already placed, normalised min–max to
+0–100 over the scored nodes (``interpod_affinity``); TaintToleration (``tainttoleration.weight``,
+default 3), intolerable PreferNoSchedule taints normalised in reverse to 0–100. Topology spread is
+not modelled (its PreScore would skip for the pods this testbed builds).
 
 Node requests come from the session's k8s view (``k8s_nodes``), which the predicates plugin keeps
 current within the session, exactly as Volcano's shared ``ssn.NodeMap``.
@@ -24,7 +26,10 @@ import math
 from typing import Any, Mapping
 
 from ha.scheduler.plugins import register
-from ha.scheduler.plugins.k8s_nodes import K8sNodeInfo, cached_pod_requests, node_map, pod_requests  # noqa: F401
+from ha.scheduler.plugins import interpod_affinity
+from ha.scheduler.plugins.k8s_nodes import (  # noqa: F401
+    K8sNodeInfo, affinity_index, cached_pod_requests, node_map, pod_requests,
+)
 from ha.scheduler.plugins.predicates import _term_matches, tolerates
 from ha.scheduler.plugins.util import arguments
 
@@ -146,6 +151,10 @@ def default_normalize_reverse(scores: dict[str, int]) -> dict[str, int]:
 
 @register(PLUGIN_NAME)
 class NodeOrderPlugin:
+    argument_keys = (NODE_AFFINITY_WEIGHT, POD_AFFINITY_WEIGHT, LEAST_REQUESTED_WEIGHT, BALANCED_RESOURCE_WEIGHT,
+                     MOST_REQUESTED_WEIGHT, TAINT_TOLERATION_WEIGHT, IMAGE_LOCALITY_WEIGHT,
+                     POD_TOPOLOGY_SPREAD_WEIGHT)
+
     def __init__(self, args: Mapping[str, Any] | None = None):
         a = arguments(args)
         self.arguments = a
@@ -157,6 +166,7 @@ class NodeOrderPlugin:
         self.taint_toleration_weight = a.get_int(TAINT_TOLERATION_WEIGHT, 3)
         self.image_locality_weight = a.get_int(IMAGE_LOCALITY_WEIGHT, 1)
         self.pod_topology_spread_weight = a.get_int(POD_TOPOLOGY_SPREAD_WEIGHT, 2)
+        self._ssn: Any = None  # the open session (the pods the affinity score walks)
 
     def name(self) -> str:
         return PLUGIN_NAME
@@ -176,6 +186,11 @@ class NodeOrderPlugin:
 
     def batch_scores(self, task: Any, nodes: list[Any]) -> dict[str, float]:
         out = {n.name: 0.0 for n in nodes}
+        if self.pod_affinity_weight and self._ssn is not None:
+            ssn = self._ssn
+            got = interpod_affinity.affinity_scores(task.pod, node_map(ssn), affinity_index(ssn), nodes)
+            for name, s in (got or {}).items():
+                out[name] += float(s * self.pod_affinity_weight)
         if self.taint_toleration_weight:
             raw = {n.name: intolerable_prefer_no_schedule(task.pod, n.node) for n in nodes}
             for name, s in default_normalize_reverse(raw).items():
@@ -184,6 +199,7 @@ class NodeOrderPlugin:
 
     def on_session_open(self, ssn: Any) -> None:
         view = node_map(ssn)
+        self._ssn = ssn
 
         def node_order(task: Any, node: Any) -> float:
             ni = view.get(node.name)
@@ -195,4 +211,4 @@ class NodeOrderPlugin:
         ssn.add_batch_node_order_fn(self.name(), self.batch_scores)
 
     def on_session_close(self, ssn: Any) -> None:
-        pass
+        self._ssn = None

@@ -23,6 +23,8 @@ DEFAULT_OVERCOMMIT_FACTOR = 1.2
 
 @register(PLUGIN_NAME)
 class OvercommitPlugin:
+    argument_keys = (OVERCOMMIT_FACTOR,)
+
     def __init__(self, args: Mapping[str, Any] | None = None):
         self.arguments = arguments(args)
         self.over_commit_factor = DEFAULT_OVERCOMMIT_FACTOR

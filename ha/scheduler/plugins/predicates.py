@@ -9,13 +9,18 @@ Per node, in this order:
 3. NodeAffinity (``predicate.NodeAffinityEnable``, default on): ``nodeSelector`` and required node
    affinity;
 4. TaintToleration (``predicate.TaintTolerationEnable``, default on): NoSchedule/NoExecute taints;
-5. NodePorts (``predicate.NodePortsEnable``, default on): host-port conflicts.
-2–4 are UnschedulableAndUnresolvable and stop the check; 1 and 5 are Unschedulable.
-Pod affinity, volumes, topology spread and DRA are not modelled (they pass).
+5. NodePorts (``predicate.NodePortsEnable``, default on): host-port conflicts;
+6. InterPodAffinity (``predicate.PodAffinityEnable``, default on): required pod affinity
+   (UnschedulableAndUnresolvable), required anti-affinity of the pod and of the pods already on
+   the nodes (Unschedulable), with the state PrePredicate computed for the task
+   (``interpod_affinity``).
+2–4 are UnschedulableAndUnresolvable and stop the check; 1, 5 and anti-affinity are Unschedulable.
+Volumes, topology spread and DRA are not modelled (they pass). Preempt's simulated removal of
+victims (SimulateRemoveTask) does not update the affinity state.
 
 Event handlers keep the k8s view current (AllocateFunc adds the pod to ``task.node_name``,
 DeallocateFunc removes it). PrePredicate passes: the k8s PreFilter plugins have nothing to reject
-for the pods this testbed models.
+for the pods this testbed models, except InterPodAffinity's, which computes the task's state.
 """
 from __future__ import annotations
 
@@ -24,14 +29,16 @@ from typing import Any, Mapping
 from ha.scheduler.api.types import NODE_POD_NUMBER_EXCEEDED, FitError, Status, StatusCode
 from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.plugins import register
-from ha.scheduler.plugins.k8s_nodes import node_map, pod_host_ports
+from ha.scheduler.plugins.k8s_nodes import affinity_index, has_pod_affinity, node_map, pod_host_ports
 from ha.scheduler.plugins.util import arguments
+from ha.scheduler.plugins import interpod_affinity  # it reads this module's matchers at call time
 
 PLUGIN_NAME = "predicates"
 
 NODE_AFFINITY_ENABLE = "predicate.NodeAffinityEnable"
 NODE_PORTS_ENABLE = "predicate.NodePortsEnable"
 TAINT_TOLERATION_ENABLE = "predicate.TaintTolerationEnable"
+POD_AFFINITY_ENABLE = "predicate.PodAffinityEnable"
 
 # k8s filter plugin failure reasons
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -149,12 +156,17 @@ def ports_conflict(wanted: set, used: set) -> bool:
 
 @register(PLUGIN_NAME)
 class PredicatesPlugin:
+    argument_keys = (NODE_AFFINITY_ENABLE, NODE_PORTS_ENABLE, TAINT_TOLERATION_ENABLE, POD_AFFINITY_ENABLE)
+
     def __init__(self, args: Mapping[str, Any] | None = None):
         a = arguments(args)
         self.arguments = a
         self.node_affinity_enable = a.get_bool(NODE_AFFINITY_ENABLE, True)
         self.node_ports_enable = a.get_bool(NODE_PORTS_ENABLE, True)
         self.taint_toleration_enable = a.get_bool(TAINT_TOLERATION_ENABLE, True)
+        self.pod_affinity_enable = a.get_bool(POD_AFFINITY_ENABLE, True)
+        # task uid -> InterPodAffinity PreFilter state (None: skipped), per session
+        self.affinity_states: dict[str, Any] = {}
 
     def name(self) -> str:
         return PLUGIN_NAME
@@ -189,12 +201,36 @@ class PredicatesPlugin:
             if wanted and ports_conflict(wanted, view.host_ports()):
                 statuses.append(Status(StatusCode.UNSCHEDULABLE, ERR_REASON_PORTS, "NodePorts"))
 
+        if self.pod_affinity_enable:
+            if task.uid not in self.affinity_states:
+                self.pre_filter(ssn, task)
+            reason = interpod_affinity.filter_node(self.affinity_states[task.uid], k8s_node)
+            if reason is not None:
+                code = (StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE if reason == interpod_affinity.ERR_AFFINITY
+                        else StatusCode.UNSCHEDULABLE)
+                statuses.append(Status(code, reason, "InterPodAffinity"))
+
         if statuses:
             return FitError.with_status(task, node, *statuses)
         return None
 
+    def pre_filter(self, ssn: Any, task: Any) -> None:
+        """InterPodAffinity's PreFilter for ``task`` over the session's node view, kept until the
+        task's next PrePredicate (Volcano's per-task cycle state)."""
+        index = affinity_index(ssn)
+        if not index.with_required_anti and not has_pod_affinity(task.pod):
+            self.affinity_states[task.uid] = None  # Skip: nothing to count, nothing to check
+            return
+        self.affinity_states[task.uid] = interpod_affinity.pre_filter(task.pod, node_map(ssn), index)
+
+    def pre_predicate(self, ssn: Any, task: Any) -> None:
+        if self.pod_affinity_enable:
+            self.pre_filter(ssn, task)
+        return None
+
     def on_session_open(self, ssn: Any) -> None:
         view = node_map(ssn)
+        self.affinity_states = {}
 
         def on_allocate(event: Any) -> None:
             ni = view.get(event.task.node_name)
@@ -207,8 +243,8 @@ class PredicatesPlugin:
                 ni.remove_pod(event.task)
 
         ssn.add_event_handler(EventHandler(allocate_func=on_allocate, deallocate_func=on_deallocate))
-        ssn.add_pre_predicate_fn(self.name(), lambda task: None)
+        ssn.add_pre_predicate_fn(self.name(), lambda task: self.pre_predicate(ssn, task))
         ssn.add_predicate_fn(self.name(), lambda task, node: self.predicate(ssn, task, node))
 
     def on_session_close(self, ssn: Any) -> None:
-        pass
+        self.affinity_states = {}

@@ -30,6 +30,9 @@ class QueueAttr:
     capability: Resource = field(default_factory=Resource)
     real_capability: Resource | None = None            # min(capability, total − Σguarantee + guarantee)
     guarantee: Resource = field(default_factory=Resource)
+    # capacity's hierarchy (enabledHierarchy): queue ids from the root down to the parent, children
+    ancestors: list[str] = field(default_factory=list)
+    children: dict[str, "QueueAttr"] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------- object accessors
@@ -178,6 +181,13 @@ def open_queue_admits(opts: Mapping[str, QueueAttr], queue: Any, task: Any, limi
     return ok
 
 
+def job_fits_real_capability(attr: QueueAttr, min_req: Resource) -> bool:
+    """minResources + allocated + inqueue − elastic ≤ real capability on minResources' dimensions."""
+    r = min_req.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+    ok, _ = r.less_equal_with_dimension_and_resources_name(attr.real_capability, min_req)
+    return ok
+
+
 def enqueue_within_real_capability(attr: QueueAttr, job: Any) -> int:
     """JobEnqueueable's quota rule: PERMIT when minResources + allocated + inqueue − elastic fit
     the real capability (on minResources' dimensions), and count the job as inqueue; PERMIT
@@ -185,9 +195,7 @@ def enqueue_within_real_capability(attr: QueueAttr, job: Any) -> int:
     if attr.real_capability is None or pg_min_resources(job) is None:
         return PERMIT
     min_req = job_min_resources(job)
-    r = min_req.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-    ok, _ = r.less_equal_with_dimension_and_resources_name(attr.real_capability, min_req)
-    if not ok:
+    if not job_fits_real_capability(attr, min_req):
         return REJECT
     attr.inqueue.add(min_req)
     return PERMIT

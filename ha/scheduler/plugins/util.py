@@ -21,6 +21,9 @@ class Plugin:
     option's arguments are kept, and closing a session does nothing unless a plugin says so."""
 
     plugin_name = ""
+    # the argument keys the plugin reads (scenario files may use no other; see the loader)
+    argument_keys: tuple[str, ...] = ()
+    argument_prefixes: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, Any] | None = None):
         self.arguments = dict(arguments or {})
