@@ -179,7 +179,8 @@ class LiveLifecycle:
         from ha.runtime.workload import WorkloadConfig
         wl = None
         if self.exp.workload is not None:
-            queues = [q.name for q in self.exp.queues] + [q.name for q in self.exp.initial.queues]
+            # leaves only: with capacity's queue hierarchy a job of an inner queue is refused
+            queues = self.exp.leaf_queue_names()
             wl = WorkloadConfig.from_experiment(self.exp.workload, duration_s=self.exp.duration,
                                                 queues=queues or ["default"],
                                                 scheduler_name=self.exp.schedulers.scheduler_name)

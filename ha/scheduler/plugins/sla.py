@@ -8,13 +8,11 @@
 * JobEnqueueable and JobPipelined: Permit once a job has waited its waiting time
   (now − creationTimestamp ≥ waiting time), Abstain otherwise or without a waiting time.
 
-"now" comes from the session's clock (``ssn.clock``: an object with ``now()`` or a callable
-returning seconds) when the session has one; otherwise from the wall clock, as Go's
+"now" comes from the session's clock (``ssn.clock.now()``), where Go's
 ``time.Since`` does. Scenario jobs have creation timestamp 0, so any waiting time has passed.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping
 
 from ha.scheduler.api.duration import parse_go_duration
@@ -26,12 +24,9 @@ PLUGIN_NAME = "sla"
 
 
 def session_now(ssn: Any) -> float:
-    """Seconds since the epoch by the session's clock, or the wall clock without one."""
-    clock = getattr(ssn, "clock", None)
-    if clock is not None:
-        now = getattr(clock, "now", None)
-        return float(now() if callable(now) else clock())
-    return time.time()
+    """Seconds since the epoch by the session's clock (every session has one: the model reads no
+    other time)."""
+    return float(ssn.clock.now())
 
 
 def global_waiting_time(arguments: Mapping[str, Any]) -> float | None:
