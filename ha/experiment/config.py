@@ -120,11 +120,20 @@ class Strict(BaseModel):
 # -------------------------------------------------------------------------------------- cluster
 
 
+class Topology(Strict):
+    """The generated nodes spread over racks and spines (switches): each node is labelled with its
+    rack (``topology/rack``) and spine (``topology/switch``); a tier-1 HyperNode per rack selects
+    its nodes by label, a tier-2 HyperNode per spine lists its racks (docs/hypernodes.md)."""
+    rack_size: int = Field(..., ge=1)           # nodes per rack (the last rack may be smaller)
+    racks_per_spine: int = Field(2, ge=1)       # racks under one tier-2 spine HyperNode
+
+
 class Cluster(Strict):
     """``nodes`` identical nodes named ``node-1`` … ``node-N`` with ``node`` as allocatable."""
     nodes: int = Field(4, ge=0)                 # how many identical nodes (node-1 … node-N)
     node: Resources = Field(default_factory=lambda: {"cpu": 32, "memory": "128Gi", "pods": 110})  # each node's allocatable
     labels: dict[str, str] = Field(default_factory=dict)   # labels of every node
+    topology: Optional[Topology] = None         # racks and spines as HyperNodes (none: flat)
 
     @field_validator("node")
     @classmethod
@@ -153,6 +162,20 @@ class QueueSpec(Strict):
 # ------------------------------------------------------------------------------------- workload
 
 
+class NetworkTopology(Strict):
+    """A PodGroup's ``spec.networkTopology`` (Volcano v1.14.0): ``hard`` keeps the gang inside one
+    HyperNode of tier <= ``highestTierAllowed``; ``soft`` prefers it."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    mode: Literal["hard", "soft"] = "hard"
+    highest_tier_allowed: Optional[int] = Field(None, ge=0, alias="highestTierAllowed")
+
+    def to_spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.highest_tier_allowed is not None:
+            out["highestTierAllowed"] = self.highest_tier_allowed
+        return out
+
+
 class Workload(Strict):
     """Gangs arriving over time: each gang is a PodGroup (minMember = its size) and its pods."""
     arrivals: Literal["poisson", "constant"] = "poisson"   # gaps between gangs: exponential or fixed
@@ -164,6 +187,8 @@ class Workload(Strict):
     request: Resources = Field(default_factory=lambda: {"cpu": 1, "memory": "1Gi"})  # per pod
     namespace: str = "default"                  # of the generated podgroups and pods
     max_gangs: Optional[int] = Field(None, ge=0)             # stop generating after this many
+    # every generated PodGroup's spec.networkTopology, e.g. {mode: hard, highestTierAllowed: 1}
+    network_topology: Optional[NetworkTopology] = None
     # no arrivals after this (default: the whole run). A quiet tail lets a long-run check judge
     # convergence without in-flight churn, as Jepsen heals and quiesces before its final reads.
     until: Optional[Duration] = None

@@ -73,6 +73,26 @@ def queue(name: str, *, weight: int = 1, capability=None, deserved=None, guarant
             "status": {"state": "Open"}}
 
 
+RACK_LABEL = "topology/rack"
+SPINE_LABEL = "topology/switch"
+
+
+def topology_hypernodes(n_nodes: int, rack_size: int, racks_per_spine: int) -> list[dict]:
+    """Tier-1 rack HyperNodes (their nodes by the rack label) and tier-2 spine HyperNodes (their
+    racks by name) over ``n_nodes`` generated nodes."""
+    from ha.scheduler.api.hypernode_info import hyper_node_object
+    racks = (n_nodes + rack_size - 1) // rack_size
+    out = [hyper_node_object(f"rack-{r}", 1, [{"type": "Node", "selector": {
+        "labelMatch": {"matchLabels": {RACK_LABEL: f"rack-{r}"}}}}], tier_name="rack")
+        for r in range(racks)]
+    for sp in range((racks + racks_per_spine - 1) // racks_per_spine):
+        out.append(hyper_node_object(f"spine-{sp}", 2, [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r}"}}}
+            for r in range(sp * racks_per_spine, min((sp + 1) * racks_per_spine, racks))],
+            tier_name="spine"))
+    return [_strip_server_fields(h) for h in out]
+
+
 def priority_class(name: str, value: int, *, preemption_policy: str = "PreemptLowerPriority",
                    global_default: bool = False) -> dict:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": _meta(name),
@@ -108,8 +128,16 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
         out.queues.append(queue(q.name, weight=q.weight, capability=q.capability,
                                 deserved=q.deserved, guarantee=q.guarantee,
                                 reclaimable=q.reclaimable, priority=q.priority, parent=q.parent))
-    for name in node_names(exp):
-        out.nodes.append(cluster_node(name, exp.cluster.node, exp.cluster.labels))
+    topo = exp.cluster.topology
+    for i, name in enumerate(node_names(exp)):
+        labels = dict(exp.cluster.labels)
+        if topo is not None:
+            rack = i // topo.rack_size
+            labels[RACK_LABEL] = f"rack-{rack}"
+            labels[SPINE_LABEL] = f"spine-{rack // topo.racks_per_spine}"
+        out.nodes.append(cluster_node(name, exp.cluster.node, labels))
+    if topo is not None:
+        out.hypernodes += topology_hypernodes(len(out.nodes), topo.rack_size, topo.racks_per_spine)
 
     init = exp.initial
     if (init.nodes or init.queues or init.podgroups or init.pods or init.priority_classes

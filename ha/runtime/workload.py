@@ -45,6 +45,7 @@ class WorkloadConfig:
     scheduler_name: str = "volcano"
     name_prefix: str = "job"
     termination_grace_s: int = 1                   # short: evictions finish quickly in experiments
+    network_topology: Mapping[str, Any] | None = None   # every PodGroup's spec.networkTopology
 
     def __post_init__(self):
         if self.arrivals not in ("poisson", "constant"):
@@ -68,7 +69,8 @@ class WorkloadConfig:
                    runtime_s=tuple(wl.runtime), queues=qs, priority_classes=dict(wl.priority_classes),
                    request=dict(wl.request), namespace=wl.namespace,
                    duration_s=duration_s if getattr(wl, "until", None) is None else min(wl.until, duration_s),
-                   max_gangs=wl.max_gangs, scheduler_name=scheduler_name)
+                   max_gangs=wl.max_gangs, scheduler_name=scheduler_name,
+                   network_topology=wl.network_topology.to_spec() if getattr(wl, "network_topology", None) else None)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,8 @@ class WorkloadGenerator:
         cfg = self.config
         pg = podgroup_object(job.name, job.namespace, min_member=job.size, queue=job.queue,
                              priority_class=job.priority_class)
+        if cfg.network_topology:
+            pg["spec"]["networkTopology"] = dict(cfg.network_topology)
         pods = [pod_object(f"{job.name}-{k}", job.namespace, job=job.name,
                            request=cfg.request, runtime_ms=job.runtime_ms,
                            priority_class=job.priority_class,
