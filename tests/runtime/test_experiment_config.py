@@ -167,7 +167,7 @@ def test_relative_path_in_message(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, path, problem", [
     ("bogus: 1\n", "bogus", "unknown key (allowed: name, seed, duration"),
-    ("cluster: {nodes: 2, nod: {cpu: 1}}\n", "cluster.nod", "unknown key (allowed: nodes, node, labels)"),
+    ("cluster: {nodes: 2, nod: {cpu: 1}}\n", "cluster.nod", "unknown key (allowed: nodes, node, labels, topology)"),
     ("schedulers: {lease: {duration: 5s, renew: 1s}}\n", "schedulers.lease.renew", "unknown key"),
     ("duration: 10\n", "duration", "expected a duration like 500ms, 10s or 2m"),
     ("duration: 10h\n", "duration", "expected a duration"),
