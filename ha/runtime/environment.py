@@ -15,7 +15,8 @@ An environment has:
   thread (the session thread: the loop keeps delivering informer events meanwhile) — ``async
   submit(fn, *args)``, ``in_flight()``, ``close()``; inline in a simulation;
 * ``polling_worker(name, step, period_s, pending=...)``: a :class:`PollingWorker` calling
-  ``step()`` (blocking, returns True when it did work) until stopped, whenever ``pending()`` (a
+  ``step()`` (blocking, returns True when it did work; after a step that did nothing it waits a
+  period) until stopped, whenever ``pending()`` (a
   cheap peek) says there is work, else waiting ``period_s`` (the bind
   worker: Volcano's ``wait.Until(processBindTask, 20ms)``) — ``start()``, ``idle()``,
   ``wait_idle_blocking(timeout)``, ``async stop(timeout) -> bool``; an asyncio task stepping in a
@@ -125,14 +126,18 @@ class _ThreadPollingWorker:
                 self._stop.wait(self.period_s)
                 continue
             self._busy = True
+            worked = False
             try:
-                if self.step():
+                worked = bool(self.step())
+                if worked:
                     self.batches += 1
             except BaseException:  # noqa: BLE001
                 self.errors += 1
                 log.exception("%s: step failed", self.thread.name)
             finally:
                 self._busy = False
+            if not worked:   # pending but nothing due yet (a rate-limited retry): no busy loop
+                self._stop.wait(self.period_s)
 
     def idle(self) -> bool:
         return not self._busy and not self._pending()

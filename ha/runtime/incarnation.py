@@ -35,6 +35,9 @@ __all__ = ["Incarnation", "percentiles", "KINDS"]
 log = logging.getLogger(__name__)
 
 BIND_PERIOD_S = 0.02   # Volcano: wait.Until(processBindTask, 20ms)
+# Volcano: wait.Until(processResyncTask, 0) — a worker that takes the next due task at once; an idle
+# queue is polled this often (the per-task retry delay is the cache's rate limiter)
+RESYNC_PERIOD_S = 0.005
 
 
 class _Samples(deque):
@@ -151,11 +154,16 @@ class Incarnation:
         cache = self.cache
         self.bind_worker = env.polling_worker(f"{cfg.name}-bind", cache.process_bind_task, BIND_PERIOD_S,
                                               pending=lambda: bool(cache.bind_queue))
+        # every instance, standbys too, reconciles failed writes continuously, not only after its
+        # own sessions (a standby's cache would otherwise keep a task its failed write left behind)
+        self.resync_worker = env.polling_worker(f"{cfg.name}-resync", self._resync_step, RESYNC_PERIOD_S,
+                                                pending=lambda: bool(cache.err_tasks))
 
     # ============================================================================ lifecycle
     async def start(self) -> None:
         cfg, owner = self.cfg, self.owner
         self.bind_worker.start()
+        self.resync_worker.start()
         if not cfg.elected or cfg.standby == "warm":
             await self.start_informers()
         self.tasks.spawn(self._session_loop(), "sessions")
@@ -204,6 +212,8 @@ class Incarnation:
         self.session_worker.close()
         if not await self.bind_worker.stop(bound):
             log.warning("%s: bind worker still in I/O after %.0fs; leaving it behind", name, bound)
+        if not await self.resync_worker.stop(bound):
+            log.warning("%s: resync worker still in I/O after %.0fs; leaving it behind", name, bound)
         for inf in reversed(list(self.informers.values())):
             try:
                 if not await stop_with_recancel(inf.stop, inf.tasks, timeout):
@@ -317,6 +327,16 @@ class Incarnation:
             cache.process_resync_task()
             cache.process_cleanup_job()
         return res
+
+    def _resync_step(self) -> int:
+        """One turn of the resync worker: the tasks whose retry is due (a failed nomination
+        write, a 409) are synced from the API server; a fatal one restarts the instance."""
+        from ha.scheduler.api.types import FatalCacheError
+        try:
+            return self.cache.process_resync_task(now=self.env.clock.monotonic())
+        except FatalCacheError as e:
+            self.owner.fatal(f"resync: {e}")
+            return 0
 
     # ============================================================================ staleness
     def staleness_samples(self) -> dict[str, _Samples]:

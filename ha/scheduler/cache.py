@@ -73,6 +73,10 @@ def _same_request(prev: TaskInfo | None, pod: dict) -> Any:
 
 
 # informer kind -> the cache's handler stem (add_<stem> / update_<stem> / delete_<stem>)
+# errTasks' rate limiter (client-go's default per-item exponential failure backoff)
+RESYNC_BASE_S = 0.005
+RESYNC_MAX_S = 1000.0
+
 HANDLER_STEMS: dict[str, str] = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
                                  "PriorityClass": "priority_class", "HyperNode": "hyper_node"}
 
@@ -129,6 +133,7 @@ class SchedulerCache:
         # pods without a job (no group annotation) live only on nodes; keep them to digest/inspect
         self.bind_queue: list[BindContext] = []
         self.err_tasks: OrderedDict[str, int] = OrderedDict()   # "job/uid" -> failed sync attempts
+        self._resync_due: dict[str, float] = {}                  # "job/uid" -> next try (monotonic)
         self.deleted_jobs: OrderedDict[str, None] = OrderedDict()
         self.stats: dict[str, int] = {
             "pods_added": 0, "pods_updated": 0, "pods_deleted": 0, "filtered_pods": 0,
@@ -794,8 +799,9 @@ class SchedulerCache:
     # ==== bind ===================================================================================
     def add_bind_task(self, bind_context: TaskInfo | BindContext) -> None:
         """AddBindTask: cache task → Binding and onto the node (Binding branch: must fit Idle);
-        on error the status is reverted and the error raised. Then the bind is queued (and, in
-        "sync" bind_mode, executed at once). With ``unpipeline_on_replace`` a Pipelined cache task
+        on error the status is reverted and the error raised. Under the PR's switches the
+        nomination is cleared with a synchronous status write, still under the lock. Then the bind
+        is queued (and, in "sync" bind_mode, executed at once). With ``unpipeline_on_replace`` a Pipelined cache task
         is un-pipelined from its node first, then added as Binding (``_replace_pipelined``): the
         target may differ from the pipelined node, and Idle that shrank is an error, not Fatalf;
         any other task already on the node gets AddTask's "already on node" error, as in v1.14.0."""
@@ -839,7 +845,10 @@ class SchedulerCache:
                 if pod_nnn != node.name:
                     later.append(self._nomination_write(task, node.name))
             elif clears_nomination and (original_nnn or pod_nnn):
-                later.append(self._nomination_write(task, ""))
+                # PR head: the clear is a synchronous status write under the cache lock, made
+                # before the bind is queued — queued first, the bind could land first and the
+                # clear (built from the pod copy the bind just outdated) would get a 409
+                self._nomination_write(task, "")()
             if sw.annotation_persistence:
                 ann = (task.pod.get("metadata") or _EMPTY).get("annotations") or _EMPTY
                 if PIPELINED_STATUS_ANNOTATION in ann or PIPELINED_NODE_ANNOTATION in ann or original == PIPELINED:
@@ -900,13 +909,18 @@ class SchedulerCache:
                 self.err_tasks[key] = 0
             self.stats["resyncs"] += 1
 
-    def process_resync_task(self, max_items: int | None = None) -> int:
+    def process_resync_task(self, max_items: int | None = None, *, now: float | None = None) -> int:
         """One pass over the queued tasks (Volcano's worker loop): GET the pod; gone → delete the
         task; else rebuild it and updateTask(old, new). Failed syncs stay queued. Returns the
-        number of tasks synced."""
+        number of tasks synced. With ``now`` (a monotonic time: the continuous resync worker), a
+        task whose last sync failed waits its turn like Volcano's rate-limited errTasks queue:
+        5 ms doubling per failure, at most 1000 s (client-go's ItemExponentialFailureRateLimiter);
+        without it every queued task is tried (after a session)."""
         synced = 0
         with self.mutex:
             keys = list(self.err_tasks)
+            if now is not None:
+                keys = [k for k in keys if self._resync_due.get(k, 0.0) <= now]
         if max_items is not None:
             keys = keys[:max_items]
         for key in keys:
@@ -932,10 +946,14 @@ class SchedulerCache:
                     if key in self.err_tasks:
                         self.err_tasks[key] += 1
                         self.err_tasks.move_to_end(key)
+                        if now is not None:
+                            self._resync_due[key] = now + min(RESYNC_BASE_S * 2 ** (self.err_tasks[key] - 1),
+                                                              RESYNC_MAX_S)
                     self._error(f"Failed to sync task {task.namespace}/{task.name}, retry it: {e}")
                 continue
             with self.mutex:
                 self.err_tasks.pop(key, None)
+                self._resync_due.pop(key, None)
             synced += 1
         return synced
 

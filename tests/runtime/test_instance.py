@@ -245,3 +245,28 @@ async def test_leader_crash_keeps_the_lease_until_it_expires(api, redis_url, key
     finally:
         await b.stop()
         await a.stop()
+
+
+async def test_a_standby_resyncs_continuously_without_sessions(api, redis_url, key_prefix):
+    """Volcano runs processResyncTask in a loop of its own (wait.Until(..., 0)): a warm standby,
+    which never runs a session, still reconciles a task queued for resync."""
+    create_jobs(api, n_jobs=1, size=2)
+    insts = [SchedulerInstance(instance_config(f"scheduler-{i}", redis_url, key_prefix)) for i in (1, 2)]
+    for i in insts:
+        await i.start()
+    try:
+        assert await wait_for(lambda: all(bound_nodes(api).values()))
+        standby = next(i for i in insts if not i.is_leader_now())
+        assert (await standby.stats())["sessions"] == 0
+        cache = standby.inc.cache
+        assert await wait_for(lambda: len(cache.jobs) == 1 and all(
+            t.node_name for j in cache.jobs.values() for t in j.tasks.values()))
+        task = next(t for j in cache.jobs.values() for t in j.tasks.values())
+        with cache.mutex:
+            cache.resync_task(task)
+        assert cache.err_tasks
+        assert await wait_for(lambda: not cache.err_tasks, timeout=10)
+        assert (await standby.stats())["sessions"] == 0
+    finally:
+        for i in insts:
+            await i.stop()

@@ -395,3 +395,56 @@ def test_nomination_and_annotation_writes_happen_outside_the_cache_lock():
         assert held_during_write, prof                       # the profile does write
         assert not any(held for _, held in held_during_write), (prof, held_during_write)
         held_during_write.clear()
+
+
+def test_addbindtask_clears_the_nomination_before_the_bind_is_queued():
+    """PR head's order (Go: a synchronous status write under the cache lock, then the bind is
+    queued): with a bind worker the bind can never be written before the clear."""
+    io = RecordingIO()
+    cache = SchedulerCache(profile("pr5045"), binder=io, evictor=io, status_updater=io, bind_mode="queued")
+    cache.add_queue(make_queue("default"))
+    cache.add_node(make_node("n1", cpu=4000))
+    cache.add_pod_group(make_pod_group("pg"))
+    pod = make_pod("p0", group="pg", nominated="n1")
+    cache.add_pod(pod)
+    io.pods["ns/p0"] = copy_object(pod)
+    queued_at_write: list[int] = []
+    write = io.update_pod_status
+
+    def recording_write(p):
+        queued_at_write.append(len(cache.bind_queue))
+        return write(p)
+
+    io.update_pod_status = recording_write
+    t = task_of(cache, "p0")
+    t.node_name = "n1"
+    cache.add_bind_task(BindContext(t))
+    assert queued_at_write == [0]                     # the clear went out before the bind was queued
+    assert len(cache.bind_queue) == 1 and io.binds == {}
+    assert (io.pods["ns/p0"]["status"]["nominatedNodeName"]) == ""
+    cache.process_bind_task()
+    assert io.binds == {"ns/p0": "n1"}
+
+
+def test_resync_with_a_clock_waits_each_failed_task_its_turn():
+    """The continuous resync worker's pass (``now`` given): a task whose sync failed is retried
+    after 5 ms, 10 ms, 20 ms … (errTasks' rate limiter); a pass without ``now`` tries them all."""
+    cache, io, pods = populated()
+    t = task_of(cache, "p0")
+    calls: list[str] = []
+
+    def failing_get(ns, name):
+        calls.append(name)
+        raise RuntimeError("connection refused")
+
+    io.get_pod = failing_get
+    cache.pod_getter = io
+    cache.resync_task(t)
+    assert cache.process_resync_task(now=100.0) == 0 and calls == ["p0"]
+    assert cache.process_resync_task(now=100.004) == 0 and calls == ["p0"]          # not due yet
+    assert cache.process_resync_task(now=100.0051) == 0 and calls == ["p0", "p0"]   # 5 ms later
+    assert cache.process_resync_task(now=100.0140) == 0 and len(calls) == 2          # now 10 ms
+    assert cache.process_resync_task(now=100.0152) == 0 and len(calls) == 3
+    assert cache.process_resync_task() == 0 and len(calls) == 4                      # after a session
+    del io.get_pod                                                                   # the API answers again
+    assert cache.process_resync_task(now=1000.0) == 1 and not cache.err_tasks
