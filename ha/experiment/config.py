@@ -260,7 +260,10 @@ class Schedulers(Strict):
     mode: Literal["leader-elected", "active-active", "shadow"] = "leader-elected"
     period: Duration = "1s"                     # time between scheduling sessions
     lease: Lease = Field(default_factory=Lease)  # leader election timing
-    standby: Literal["warm", "cold"] = "warm"   # warm standbys keep their informers running
+    # cold (Volcano: vc-scheduler starts its cache only once elected and exits when it loses the
+    # lease); warm: standbys keep their informers running (kube-scheduler's behaviour). Unset:
+    # cold, but warm in shadow mode, whose standbys run (dry) sessions on their caches
+    standby: Optional[Literal["warm", "cold"]] = None
     scheduler_name: str = "volcano"             # pods with another schedulerName are not ours
 
     @field_validator("period")
@@ -269,6 +272,14 @@ class Schedulers(Strict):
         if v <= 0:
             raise ValueError("must be > 0")
         return v
+
+    @model_validator(mode="after")
+    def _standby(self) -> "Schedulers":
+        if self.standby is None:
+            self.standby = "warm" if self.mode == "shadow" else "cold"
+        elif self.mode == "shadow" and self.standby == "cold":
+            raise ValueError("standby: a shadow standby runs dry sessions on its cache: it must be warm")
+        return self
 
 
 def instance_names(n: int) -> list[str]:

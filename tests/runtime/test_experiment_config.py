@@ -108,8 +108,15 @@ def test_defaults(tmp_path):
     assert e.name == "my-exp"              # from the file name
     assert e.seed == 0 and e.profile == "v1.14" and e.workload is None and e.chaos == []
     assert e.schedulers.instances == 1 and e.schedulers.mode == "leader-elected"
-    assert e.schedulers.standby == "warm"
+    assert e.schedulers.standby == "cold"   # Volcano's: the cache starts once elected
     assert e.scheduler_conf is None
+
+
+def test_shadow_standbys_default_to_warm_and_cannot_be_cold(tmp_path):
+    e = load_experiment(write(tmp_path, "schedulers: {instances: 2, mode: shadow}\n", "s.yaml"))
+    assert e.schedulers.standby == "warm"
+    msg = errors_of(tmp_path, "schedulers: {instances: 2, mode: shadow, standby: cold}\n")
+    assert "schedulers" in msg and "must be warm" in msg, msg
 
 
 def test_scheduler_conf_default_is_volcano_default(tmp_path):
