@@ -25,3 +25,13 @@ def redis_url():
 def key_prefix() -> str:
     """A fresh key prefix, so each test has its own API server in the shared Redis."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """A local Ray (loopback only) for the tests of one module that run experiments; stopped by
+    its handle at the end of the module."""
+    from ha.runtime.ray_local import start_ray, stop_ray
+    handle = start_ray(None)
+    yield handle
+    stop_ray(handle)

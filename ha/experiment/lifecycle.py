@@ -375,13 +375,8 @@ class LiveLifecycle:
                 return {}
         except Exception:  # noqa: BLE001
             return {}
+        self._resume_paused()
         for slot in self.slots.values():
-            if slot.paused and slot.pid:
-                try:
-                    os.kill(slot.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-                slot.paused = False
             slot.ended_alive = slot.alive
             if slot.alive and slot.actor is not None:
                 try:
@@ -449,6 +444,16 @@ class LiveLifecycle:
             log.info("final API state: %s", e)
         return state
 
+    def _resume_paused(self) -> None:
+        """SIGCONT every instance a pause left stopped: nothing ends the run frozen."""
+        for slot in self.slots.values():
+            if slot.paused and slot.pid:
+                try:
+                    os.kill(slot.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                slot.paused = False
+
     def cleanup(self) -> None:
         """Stop everything this run started, each by its own handle; never raises."""
         self.end_chaos()
@@ -458,13 +463,9 @@ class LiveLifecycle:
         except Exception:  # noqa: BLE001
             ray_on = False
         if ray_on:
+            self._resume_paused()
             refs = []
             for slot in self.slots.values():
-                if slot.paused and slot.pid:
-                    try:
-                        os.kill(slot.pid, signal.SIGCONT)
-                    except ProcessLookupError:
-                        pass
                 if slot.alive and slot.actor is not None:
                     refs.append(slot.actor.stop.remote())
             if self.cluster_actor is not None:

@@ -11,7 +11,6 @@ import csv
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,6 @@ chaos:
   - {at: 10s, for: 1s, fault: redis-restart}
 measure: {every: 500ms}
 """
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    from ha.runtime.ray_local import start_ray, stop_ray
-    handle = start_ray(None)
-    yield handle
-    stop_ray(handle)
 
 
 def captured_digest(out):

@@ -29,14 +29,6 @@ measure: {every: 500ms}
 """
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    from ha.runtime.ray_local import start_ray, stop_ray
-    handle = start_ray(None)
-    yield handle
-    stop_ray(handle)
-
-
 @pytest.mark.ray
 def test_the_leader_crashes_between_the_binds_of_a_gang(ray_session, tmp_path, redis_url):
     f = tmp_path / "exp.yaml"

@@ -27,14 +27,6 @@ QUIET = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    from ha.runtime.ray_local import start_ray, stop_ray
-    handle = start_ray(None)
-    yield handle
-    stop_ray(handle)
-
-
 @pytest.mark.ray
 def test_quiet_run_converges_and_reports(ray_session, tmp_path, redis_url):
     path = tmp_path / "quiet.yaml"

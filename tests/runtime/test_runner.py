@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -66,14 +65,6 @@ def test_results_folder_is_never_overwritten(tmp_path):
 
 
 # -- the real thing: Redis + Ray -------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def ray_session():
-    from ha.runtime.ray_local import start_ray, stop_ray
-    handle = start_ray(None)
-    yield handle
-    stop_ray(handle)
-
 
 SMALL = """\
 name: small
