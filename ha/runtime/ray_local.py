@@ -13,6 +13,10 @@ Why the environment dance (docs/platform-measurements.md §4, re-measured with `
 * Session files go to a private temp folder (``_temp_dir``), removed at stop. It is short because
   Unix socket paths are limited to 107 bytes.
 * ``local_mode`` no longer exists; actors hold 0 CPU, so ``num_cpus`` only caps tasks.
+* A driver killed with SIGKILL takes the GCS and the raylet with it, but ``ray::DashboardAgent`` and
+  ``ray::RuntimeEnvAgent`` live on (parent 1): every process a local start spawns is recorded in
+  the run's process ledger (``ha.runtime.ledger``) so that the next run or ``ha-testbed cleanup``
+  stops them. A given ``ray_address`` starts nothing here, so nothing is recorded.
 """
 from __future__ import annotations
 
@@ -96,6 +100,9 @@ def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
                       node_ip=getattr(node, "node_ip_address", None))
     # Ray's processes are the children that appeared during init (not, e.g., an embedded Redis).
     handle.pids = sorted(set(_child_pids()) - before)
+    from ha.runtime import ledger
+    for pid in handle.pids:
+        ledger.add(pid, "ray")
     if handle.node_ip not in ("127.0.0.1", None):  # defensive: refuse to run exposed
         stop_ray(handle)
         raise RuntimeError(f"local Ray advertises {handle.node_ip}, not 127.0.0.1; refusing to run")
