@@ -20,6 +20,7 @@ Why the environment dance (docs/platform-measurements.md §4, re-measured with `
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -84,6 +85,10 @@ def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
         return LocalRay(address=ray_address, started_here=False,
                         node_ip=getattr(ctx, "gcs_address", None))
     if ray_address is not None:
+        if ray_address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+            raise ConnectionError(
+                "the Ray Client (ray://) needs the `client` extra of ray: pip install 'ray[client]'"
+                " (or give the GCS address host:6379 from a machine that runs a Ray node)")
         ray.init(address=ray_address, namespace=namespace, log_to_driver=log_to_driver,
                  logging_level=logging.WARNING)
         return LocalRay(address=ray_address, started_here=False)

@@ -141,3 +141,52 @@ def test_sigkilled_driver_leaves_nothing_after_cleanup(tmp_path):
             drv.kill()
             drv.wait()
         ledger.stop_processes(recorded, grace_s=2)
+
+
+RUNNER = ROOT / "ha" / "experiment" / "runner.py"
+
+
+def _rows(path: Path) -> int:
+    try:
+        return max(0, len(path.read_text().splitlines()) - 1)
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.ray
+@pytest.mark.skipif("ledger.begin(" not in RUNNER.read_text(),
+                    reason="the runner does not open a process ledger (ha.runtime.ledger.begin)")
+def test_sigkilled_run_leaves_nothing_after_cleanup(tmp_path):
+    """``kill -9`` of ``ha-testbed run`` mid-run, then ``ha-testbed cleanup``: every process the
+    run recorded is gone."""
+    runs = tmp_path / "runs"
+    env = _env(runs)
+    out = tmp_path / "r"
+    run = subprocess.Popen([CLI, "run", "examples/quickstart.yaml", "--duration", "2m", "--out", str(out)],
+                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    recorded: list[ledger.ProcessRecord] = []
+    try:
+        deadline = time.monotonic() + 180
+        while _rows(out / "timeseries.csv") < 3:   # measuring: Ray and the actors are up
+            assert run.poll() is None, f"the run exited early (rc {run.poll()})"
+            assert time.monotonic() < deadline, "the run did not start measuring in time"
+            time.sleep(0.5)
+        files = list(runs.glob("*.json"))
+        assert len(files) == 1, files
+        recorded = ledger.Ledger.load(files[0]).processes
+        assert {"ray", "redis-server"} <= {p.what for p in recorded}
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        time.sleep(2)
+        res = subprocess.run([CLI, "cleanup", "--json"], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert [r["run_id"] for r in json.loads(res.stdout)] == [files[0].stem]
+        alive = [p for p in recorded if p.alive()]
+        assert alive == [], f"still running after cleanup: {alive}"
+        assert not files[0].exists()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        ledger.stop_processes(recorded, grace_s=2)
