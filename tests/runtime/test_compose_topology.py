@@ -35,13 +35,28 @@ def _tree(pid: int) -> list[int]:
         return []
 
 
-def test_quickstart_on_a_multi_node_cluster_through_ray_client(tmp_path):
-    cluster = LoopbackCluster()
+@pytest.fixture(scope="module")
+def cluster():
+    c = LoopbackCluster()
+    try:
+        c.start(workers=2)
+        yield c
+    finally:
+        recorded = list(c.records)
+        c.stop()
+        alive = [r for r in recorded if r.alive()]
+        assert alive == [], f"left running: {alive}"
+
+
+def _env(tmp_path) -> dict:
+    return {**os.environ, **ENV, "PYTHONPATH": str(ROOT), ledger.RUNS_DIR_ENV: str(tmp_path / "runs")}
+
+
+def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path):
     runner = None
     try:
-        cluster.start(workers=2)
         out = tmp_path / "out"
-        env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), ledger.RUNS_DIR_ENV: str(tmp_path / "runs")}
+        env = _env(tmp_path)
         log = open(tmp_path / "run.txt", "w")
         runner = subprocess.Popen(
             [CLI, "run", "examples/quickstart.yaml", "--duration", "20s", "--out", str(out),
@@ -86,7 +101,15 @@ def test_quickstart_on_a_multi_node_cluster_through_ray_client(tmp_path):
         if runner is not None and runner.poll() is None:
             runner.kill()
             runner.wait()
-        recorded = list(cluster.records)
-        cluster.stop()
-        alive = [r for r in recorded if r.alive()]
-        assert alive == [], f"left running: {alive}"
+
+
+def test_a_driver_on_a_cluster_node_joins_by_the_gcs_address(cluster, tmp_path):
+    """The other documented path: on a machine that runs a raylet, ``--ray-address host:port``
+    (the GCS) needs no Ray Client."""
+    out = tmp_path / "out"
+    res = subprocess.run([CLI, "run", "examples/quickstart.yaml", "--duration", "8s", "--out", str(out),
+                          "--ray-address", cluster.gcs_address, "--redis-url", cluster.redis.url],
+                         cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["totals"]["binds"] > 0, m["totals"]
