@@ -80,12 +80,13 @@ def cleanup(
 ) -> None:
     """Stop what runs killed without their teardown (e.g. by SIGKILL) left running: the processes
     each run recorded in its ledger, by PID and start time, never by name. Living runs are left alone."""
+    from dataclasses import asdict
     from ha.runtime import ledger
     reports = ledger.reap()
     if as_json:
         typer.echo(json.dumps([{"run_id": r.run_id, "ledger": r.path, "driver_pid": r.driver_pid,
-                                "stopped": [vars(p) for p in r.stopped],
-                                "survived": [vars(p) for p in r.survived]} for r in reports]))
+                                "stopped": [asdict(p) for p in r.stopped],
+                                "survived": [asdict(p) for p in r.survived]} for r in reports]))
     else:
         for r in reports:
             what = ", ".join(f"{p.pid} ({p.what})" for p in r.stopped) or "nothing was still running"

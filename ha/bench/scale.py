@@ -269,10 +269,11 @@ class SessionSampler:
         self.samples, self.skipped = [], 0
 
 
-def _pct(xs: list[float], p: float) -> float | None:
+def _pct(xs: list[float], which: str) -> float | None:
+    """``which`` ("p50" | "p99") of ``xs`` as the instances compute theirs."""
     from ha.runtime.instance import percentiles
     d = percentiles(xs)
-    return None if d is None else d["p50" if p == 0.5 else "p99"]
+    return None if d is None else d[which]
 
 
 def _rss(pid: int) -> int:
@@ -363,7 +364,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         sampler.window(sz.baseline_window_s, sz.min_sessions, sz.max_window_s)
         out["baseline_sessions_ms"] = list(sampler.samples)
         out["baseline_sessions_skipped"] = sampler.skipped
-        _note(f"baseline sessions: {len(sampler.samples)}, p99 {_pct(sampler.samples, 0.99)}")
+        _note(f"baseline sessions: {len(sampler.samples)}, p99 {_pct(sampler.samples, 'p99')}")
 
         # the 1,000 pending tasks become schedulable work; the living cluster starts
         api = ApiClient.from_url(url, prefix=prefix)
@@ -444,11 +445,11 @@ def result_from(m: dict, quick: bool) -> BenchResult:
     rss_total = sum(rss.values())
     floor = m["rss_floor_bytes"]
     sync_max = max(m["sync_s"].values())
-    p50, p99 = _pct(m["sessions_ms"], 0.5), _pct(m["sessions_ms"], 0.99)
-    b50, b99 = _pct(m["baseline_sessions_ms"], 0.5), _pct(m["baseline_sessions_ms"], 0.99)
+    p50, p99 = _pct(m["sessions_ms"], "p50"), _pct(m["sessions_ms"], "p99")
+    b50, b99 = _pct(m["baseline_sessions_ms"], "p50"), _pct(m["baseline_sessions_ms"], "p99")
     st99 = [s["p99"] for s in m["staleness_ms"].values() if s]
     stale_p99 = max(st99) if st99 else None
-    raw99 = _pct(m["raw_staleness_ms"], 0.99)
+    raw99 = _pct(m["raw_staleness_ms"], "p99")
     bound_per_s = m["binds"] / m["window_s"]
     offered = m["created"] / m["window_s"]
     pods = sz["bound"] + sz["pending"]

@@ -146,7 +146,8 @@ def current() -> Ledger | None:
 
 def begin(run_id: str, *, reap_dead: bool = True, directory: Path | None = None) -> Ledger:
     """Open this driver's ledger for run ``run_id`` (after reaping what dead runs left, unless
-    ``reap_dead`` is False). Processes started from now on are recorded by :func:`add`."""
+    ``reap_dead`` is False). Processes started from now on are recorded by :func:`add`. One
+    ledger per driver at a time: a ledger still open is replaced (its file stays, for reaping)."""
     global _current
     import psutil
     d = Path(directory) if directory is not None else runs_dir()
