@@ -6,6 +6,7 @@ module's Ray."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,12 @@ import pytest
 from ha.bench import scale
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = str(Path(sys.executable).with_name("ha-testbed"))
+CLI = [sys.executable, "-m", "ha.cli"]   # this tree's CLI, whatever is installed
 MIB = 1024 * 1024
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _measurement(**over) -> dict:
@@ -61,14 +66,15 @@ def test_targets_detect_their_violations():
 
 
 def test_unknown_benchmark_is_bad_input():
-    res = subprocess.run([CLI, "bench", "no-such-bench"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([*CLI, "bench", "no-such-bench"], cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=60)
     assert res.returncode == 2
     assert "unknown benchmark 'no-such-bench'" in res.stderr and "scale" in res.stderr
 
 
 @pytest.mark.ray
 def test_bench_scale_quick_json():
-    res = subprocess.run([CLI, "bench", "scale", "--quick", "--json"], cwd=ROOT, capture_output=True,
+    res = subprocess.run([*CLI, "bench", "scale", "--quick", "--json"], cwd=ROOT, env=_env(), capture_output=True,
                          text=True, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)

@@ -22,7 +22,7 @@ from ha.runtime.ray_local import is_loopback, listening_sockets
 from tests.runtime.loopback_cluster import ENV, LoopbackCluster
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = str(Path(sys.executable).with_name("ha-testbed"))
+CLI = [sys.executable, "-m", "ha.cli"]   # this tree's CLI, whatever is installed
 
 pytestmark = pytest.mark.ray
 
@@ -48,6 +48,15 @@ def cluster():
         assert alive == [], f"left running: {alive}"
 
 
+def _client_server_logs(cluster) -> str:
+    """The head's Ray Client server logs (what a failed ray:// connection left), for a failure."""
+    head = Path(cluster.nodes[0].temp_dir)
+    out = []
+    for f in sorted(head.glob("session_*/logs/ray_client_server*.err")):
+        out.append(f"--- {f.name}\n{f.read_text(errors='replace')[-2000:]}")
+    return "\n".join(out)
+
+
 def _env(tmp_path) -> dict:
     return {**os.environ, **ENV, "PYTHONPATH": str(ROOT), ledger.RUNS_DIR_ENV: str(tmp_path / "runs")}
 
@@ -59,7 +68,7 @@ def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path
         env = _env(tmp_path)
         log = open(tmp_path / "run.txt", "w")
         runner = subprocess.Popen(
-            [CLI, "run", "examples/quickstart.yaml", "--duration", "20s", "--out", str(out),
+            [*CLI, "run", "examples/quickstart.yaml", "--duration", "20s", "--out", str(out),
              "--ray-address", cluster.ray_address, "--redis-url", cluster.redis.url],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         # mid-run: every listening socket of the runner (and what it spawned) and of the cluster
@@ -88,7 +97,7 @@ def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path
             time.sleep(0.5)
         rc = runner.wait()
         text = (tmp_path / "run.txt").read_text()
-        assert rc == 0, text[-3000:]
+        assert rc == 0, text[-3000:] + _client_server_logs(cluster)
         m = json.loads((out / "metrics.json").read_text())
         assert m["totals"]["binds"] > 0, m["totals"]
         # the instances ran as actors on the cluster's nodes: the actors' workers were children
@@ -107,7 +116,7 @@ def test_a_driver_on_a_cluster_node_joins_by_the_gcs_address(cluster, tmp_path):
     """The other documented path: on a machine that runs a raylet, ``--ray-address host:port``
     (the GCS) needs no Ray Client."""
     out = tmp_path / "out"
-    res = subprocess.run([CLI, "run", "examples/quickstart.yaml", "--duration", "8s", "--out", str(out),
+    res = subprocess.run([*CLI, "run", "examples/quickstart.yaml", "--duration", "8s", "--out", str(out),
                           "--ray-address", cluster.gcs_address, "--redis-url", cluster.redis.url],
                          cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

@@ -17,7 +17,7 @@ from ha.runtime import ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-CLI = str(Path(sys.executable).with_name("ha-testbed"))
+CLI = [sys.executable, "-m", "ha.cli"]   # this tree's CLI, whatever is installed
 
 
 def _env(runs: Path) -> dict:
@@ -119,7 +119,7 @@ def test_sigkilled_driver_leaves_nothing_after_cleanup(tmp_path):
         drv.send_signal(signal.SIGKILL)
         drv.wait(timeout=10)
         time.sleep(2)   # let what dies with the driver die
-        out = subprocess.run([CLI, "cleanup", "--json"], env=env, capture_output=True, text=True,
+        out = subprocess.run([*CLI, "cleanup", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, out.stderr
         reports = json.loads(out.stdout)
@@ -133,7 +133,7 @@ def test_sigkilled_driver_leaves_nothing_after_cleanup(tmp_path):
             psutil.Process(info["actor_pid"]).status() == psutil.STATUS_ZOMBIE
         assert not Path(info["ledger"]).exists()
         # and a second cleanup finds nothing to do
-        again = subprocess.run([CLI, "cleanup", "--json"], env=env, capture_output=True, text=True,
+        again = subprocess.run([*CLI, "cleanup", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                                timeout=60)
         assert json.loads(again.stdout) == []
     finally:
@@ -162,7 +162,7 @@ def test_sigkilled_run_leaves_nothing_after_cleanup(tmp_path):
     runs = tmp_path / "runs"
     env = _env(runs)
     out = tmp_path / "r"
-    run = subprocess.Popen([CLI, "run", "examples/quickstart.yaml", "--duration", "2m", "--out", str(out)],
+    run = subprocess.Popen([*CLI, "run", "examples/quickstart.yaml", "--duration", "2m", "--out", str(out)],
                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     recorded: list[ledger.ProcessRecord] = []
     try:
@@ -178,7 +178,7 @@ def test_sigkilled_run_leaves_nothing_after_cleanup(tmp_path):
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=10)
         time.sleep(2)
-        res = subprocess.run([CLI, "cleanup", "--json"], env=env, capture_output=True, text=True,
+        res = subprocess.run([*CLI, "cleanup", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                              timeout=120)
         assert res.returncode == 0, res.stderr
         assert [r["run_id"] for r in json.loads(res.stdout)] == [files[0].stem]
