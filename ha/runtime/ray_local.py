@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 __all__ = ["LocalRay", "start_ray", "stop_ray", "loopback_env", "ray_process_pids",
@@ -89,8 +90,20 @@ def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
             raise ConnectionError(
                 "the Ray Client (ray://) needs the `client` extra of ray: pip install 'ray[client]'"
                 " (or give the GCS address host:6379 from a machine that runs a Ray node)")
-        ray.init(address=ray_address, namespace=namespace, log_to_driver=log_to_driver,
-                 logging_level=logging.WARNING)
+        for attempt in (1, 2):
+            try:
+                ray.init(address=ray_address, namespace=namespace, log_to_driver=log_to_driver,
+                         logging_level=logging.WARNING)
+                break
+            except ConnectionError as e:
+                # the head's client proxy starts one server process per client; on a loaded
+                # machine that start has been seen to fail once ("Starting Ray client server
+                # failed") and work on the next connection: one more try, then give up
+                if attempt == 2 or "client server failed" not in str(e):
+                    raise
+                log.warning("Ray Client at %s: %s; connecting once more", ray_address,
+                            str(e).strip().splitlines()[-1] if str(e).strip() else e)
+                time.sleep(2.0)
         return LocalRay(address=ray_address, started_here=False)
     temp_dir = tempfile.mkdtemp(prefix="htray-")
     before = set(_child_pids())
