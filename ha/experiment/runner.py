@@ -22,6 +22,7 @@ from typing import Any
 from ha.errors import BadInput
 from ha.experiment.config import Experiment, load_experiment
 from ha.experiment.results import ResultsWriter
+from ha.runtime import ledger
 
 __all__ = ["run_cli", "ExperimentRunner", "RunOutcome", "default_out", "code_version"]
 
@@ -117,6 +118,8 @@ class ExperimentRunner:
         old = _install_signals()
         try:
             ResultsWriter.check_out(self.out)    # bad --out before anything starts
+            # stops what dead runs left (by their recorded PIDs), then records what we start
+            ledger.begin(self.run_id)
             self.life.start_redis()
             self._open_history()
             self.life.create_cluster_objects()

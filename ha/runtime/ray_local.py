@@ -13,13 +13,19 @@ Why the environment dance (docs/platform-measurements.md §4, re-measured with `
 * Session files go to a private temp folder (``_temp_dir``), removed at stop. It is short because
   Unix socket paths are limited to 107 bytes.
 * ``local_mode`` no longer exists; actors hold 0 CPU, so ``num_cpus`` only caps tasks.
+* A driver killed with SIGKILL takes the GCS and the raylet with it, but ``ray::DashboardAgent`` and
+  ``ray::RuntimeEnvAgent`` live on (parent 1): every process a local start spawns is recorded in
+  the run's process ledger (``ha.runtime.ledger``) so that the next run or ``ha-testbed cleanup``
+  stops them. A given ``ray_address`` starts nothing here, so nothing is recorded.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 __all__ = ["LocalRay", "start_ray", "stop_ray", "loopback_env", "ray_process_pids",
@@ -80,8 +86,24 @@ def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
         return LocalRay(address=ray_address, started_here=False,
                         node_ip=getattr(ctx, "gcs_address", None))
     if ray_address is not None:
-        ray.init(address=ray_address, namespace=namespace, log_to_driver=log_to_driver,
-                 logging_level=logging.WARNING)
+        if ray_address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+            raise ConnectionError(
+                "the Ray Client (ray://) needs the `client` extra of ray: pip install 'ray[client]'"
+                " (or give the GCS address host:6379 from a machine that runs a Ray node)")
+        for attempt in (1, 2):
+            try:
+                ray.init(address=ray_address, namespace=namespace, log_to_driver=log_to_driver,
+                         logging_level=logging.WARNING)
+                break
+            except ConnectionError as e:
+                # the head's client proxy starts one server process per client; on a loaded
+                # machine that start has been seen to fail once ("Starting Ray client server
+                # failed") and work on the next connection: one more try, then give up
+                if attempt == 2 or "client server failed" not in str(e):
+                    raise
+                log.warning("Ray Client at %s: %s; connecting once more", ray_address,
+                            str(e).strip().splitlines()[-1] if str(e).strip() else e)
+                time.sleep(2.0)
         return LocalRay(address=ray_address, started_here=False)
     temp_dir = tempfile.mkdtemp(prefix="htray-")
     before = set(_child_pids())
@@ -96,6 +118,9 @@ def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
                       node_ip=getattr(node, "node_ip_address", None))
     # Ray's processes are the children that appeared during init (not, e.g., an embedded Redis).
     handle.pids = sorted(set(_child_pids()) - before)
+    from ha.runtime import ledger
+    for pid in handle.pids:
+        ledger.add(pid, "ray")
     if handle.node_ip not in ("127.0.0.1", None):  # defensive: refuse to run exposed
         stop_ray(handle)
         raise RuntimeError(f"local Ray advertises {handle.node_ip}, not 127.0.0.1; refusing to run")

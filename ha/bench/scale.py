@@ -1,0 +1,499 @@
+"""``ha-testbed bench scale``: three scheduler instances (Ray actors) over 5,000 nodes and 100,000 pods
+while the living cluster runs at a steady arrival rate.
+
+Set-up (an embedded Redis, one API server): 5,000 nodes (32 cpu, 256Gi, 110 pods), one queue;
+99,000 *bound* pods (Running, 1.5 cpu each, ~20 per node, so the nodes are nearly full; PodGroups of
+10, Running) and 1,000 *pending* pods (100 gangs of 10, 4 cpu each: they fit nowhere, so every
+session works on all of them). The pending gangs' PodGroups are created only after the baseline
+session window below, so that the same instances first measure a session without them.
+
+Then, in one run, each figure beside its baseline:
+
+* **initial sync** — three instances (``create_instance_actor``, leader-elected, warm standbys) list
+  and watch every kind from scratch, concurrently; the figure is, per instance, actor start → its
+  informers synced. Baseline: a raw list + decode of the same objects in this process (``HGETALL``
+  of each kind's hash + the codec's msgpack decode, no informer, no cache).
+* **RSS** — each instance's resident set after sync and at the end (the max is reported). Baseline:
+  the RSS of an instance actor of the same class that was never started (the process floor: Python,
+  Ray's core worker, the imported code).
+* **session p50 / p99** — the leader's session durations, sampled from its stats (every session the
+  poll saw), while the 1,000 pending tasks exist and the living cluster runs (``ha.runtime.cluster``:
+  kubelet, job controller, workload generator at a steady rate of small gangs that do fit).
+  Baseline: the same leader's sessions before the pending PodGroups existed (same nodes, same
+  bound pods, no pending work).
+* **staleness p99** — write → applied to each instance's cache for the pods the workload created
+  during the window (the instances' own measure). Baseline: a raw ``watch`` of the Pod stream in
+  this process (API server watch + decode, no informer), same events, same stamps.
+* **pods bound per second** — binds by the instances during the window. Baseline: pods the
+  workload created per second in the same window (the offered load; ratio 1 = keeping up).
+
+Targets (issue: scale): the three instances ≤ 8 GiB RSS together, initial sync ≤ 30 s, session
+p99 ≤ 1 s with 1,000 pending tasks at 5,000 nodes. The anchor is KWOK's published figure: 1,000
+nodes / 100,000 pods per controller on one machine.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+from ha.bench import BenchResult
+
+VERBOSE = bool(os.environ.get("HA_BENCH_VERBOSE"))
+NS = "default"
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class Sizes:
+    nodes: int
+    bound: int                 # bound (Running) pods at the start
+    pending: int               # pending pods (gangs of ``gang``) that fit nowhere
+    gang: int = 10
+    instances: int = 3
+    baseline_window_s: float = 15.0
+    window_s: float = 60.0
+    rate_gangs_per_s: float = 8.0    # the living cluster's arrivals: gangs of 1-4 small pods
+    period_s: float = 1.0
+    creators: int = 2               # processes creating the starting objects
+    min_sessions: int = 3           # a window lasts until the leader ran this many sessions ...
+    max_window_s: float = 240.0     # ... or this long
+    # Volcano's own default (util.go DefaultSchedulerConf), not the testbed's experiment default
+    # (which adds preempt and reclaim: see BENCHMARKS.md for why they are left out here)
+    actions: tuple[str, ...] = ("enqueue", "allocate", "backfill")
+
+
+FULL = Sizes(nodes=5000, bound=99_000, pending=1000)
+QUICK = Sizes(nodes=100, bound=1900, pending=100, baseline_window_s=3.0, window_s=6.0,
+              rate_gangs_per_s=4.0, min_sessions=2, max_window_s=60.0)
+
+NODE = {"cpu": 32, "memory": "256Gi", "pods": 110}
+BOUND_REQUEST = {"cpu": "1500m", "memory": "4Gi"}
+PENDING_REQUEST = {"cpu": "4", "memory": "4Gi"}
+ARRIVAL_REQUEST = {"cpu": "250m", "memory": "512Mi"}
+
+
+def _note(msg: str) -> None:
+    if VERBOSE:
+        print(f"scale: {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------ objects
+def _bound_job(j: int, sz: Sizes) -> tuple[dict, list[dict]]:
+    from ha.runtime.workload import RUNTIME_ANNOTATION, pod_object, podgroup_object
+    name = f"run-{j:05d}"
+    pg = podgroup_object(name, NS, min_member=sz.gang, queue="default")
+    pg["status"].update({"phase": "Running", "running": sz.gang})
+    pods = []
+    for k in range(sz.gang):
+        i = j * sz.gang + k
+        if i >= sz.bound:
+            break
+        p = pod_object(f"{name}-{k}", NS, job=name, request=BOUND_REQUEST, runtime_ms=0)
+        del p["metadata"]["annotations"][RUNTIME_ANNOTATION]   # runs until deleted
+        p["spec"]["nodeName"] = f"node-{i % sz.nodes + 1}"
+        p["status"]["phase"] = "Running"
+        pods.append(p)
+    return pg, pods
+
+
+def _pending_job(j: int, sz: Sizes) -> tuple[dict, list[dict]]:
+    from ha.runtime.workload import pod_object, podgroup_object
+    name = f"pend-{j:04d}"
+    pg = podgroup_object(name, NS, min_member=sz.gang, queue="default")
+    pods = [pod_object(f"{name}-{k}", NS, job=name, request=PENDING_REQUEST, runtime_ms=60_000)
+            for k in range(sz.gang)]
+    return pg, pods
+
+
+def _create_slice(url: str, prefix: str, sz: Sizes, part: int, parts: int, conn) -> None:
+    """Creator process: nodes, bound jobs and pending pods whose index falls in this part."""
+    from cluster_state.client import ApiClient
+    from ha.experiment.objects import cluster_node
+    api = ApiClient.from_url(url, prefix=prefix)
+    try:
+        for i in range(part, sz.nodes, parts):
+            api.create(cluster_node(f"node-{i + 1}", NODE, {}))
+        for j in range(part, -(-sz.bound // sz.gang), parts):
+            pg, pods = _bound_job(j, sz)
+            api.create(pg)
+            for p in pods:
+                api.create(p)
+        for j in range(part, sz.pending // sz.gang, parts):
+            for p in _pending_job(j, sz)[1]:      # PodGroups later (after the baseline window)
+                api.create(p)
+        conn.send(("ok", None))
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", repr(e)))
+    finally:
+        api.close()
+        conn.close()
+
+
+def setup(url: str, prefix: str, sz: Sizes) -> float:
+    """Create the starting objects (in ``sz.creators`` processes); returns the seconds it took."""
+    from cluster_state.client import ApiClient
+    from ha.experiment.objects import queue
+    api = ApiClient.from_url(url, prefix=prefix)
+    api.create(queue("default"))
+    api.close()
+    t0 = time.perf_counter()
+    ctx = mp.get_context("spawn")
+    procs = []
+    for part in range(sz.creators):
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_create_slice, args=(url, prefix, sz, part, sz.creators, child),
+                        daemon=True)
+        p.start()
+        procs.append((p, parent))
+    errors = []
+    for p, parent in procs:
+        status, err = parent.recv()
+        p.join(timeout=60)
+        if status != "ok":
+            errors.append(err)
+    if errors:
+        raise RuntimeError(f"creating the starting objects: {errors[0]}")
+    return time.perf_counter() - t0
+
+
+def raw_list_decode(url: str, prefix: str) -> tuple[float, int]:
+    """Baseline of the initial sync: HGETALL of every kind an instance lists, each object decoded
+    with the API server's codec. Returns (seconds, objects)."""
+    import redis
+    from cluster_state.codec import decode
+    from cluster_state.store import keys_for
+    from ha.runtime.instance import KINDS
+    keys = keys_for(prefix)
+    r = redis.Redis.from_url(url)
+    try:
+        t0 = time.perf_counter()
+        n = 0
+        for kind in KINDS:
+            for field, raw in r.hgetall(keys.obj(kind)).items():
+                if field.startswith(b"\0"):
+                    continue
+                decode(raw)
+                n += 1
+        return time.perf_counter() - t0, n
+    finally:
+        r.close()
+
+
+# ------------------------------------------------------------------------------------ watchers
+class RawWatch(threading.Thread):
+    """Baseline of staleness: the API server's watch of Pods (no informer, no cache), the
+    write-time stamp of every ADDED pod against the time its event was decoded here."""
+
+    def __init__(self, url: str, prefix: str, from_rv: int):
+        super().__init__(daemon=True, name="scale-raw-watch")
+        from cluster_state.client import ApiClient
+        self.api = ApiClient.from_url(url, prefix=prefix)
+        self.rv = from_rv
+        self.samples: list[float] = []
+        self.error: str | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from cluster_state.delivery import write_time_of
+        try:
+            while not self._halt.is_set():
+                for ev in self.api.watch("Pod", self.rv, block_ms=200):
+                    now = time.time()
+                    self.rv = max(self.rv, ev.resource_version)
+                    if ev.type == "ADDED" and ev.object is not None:
+                        wt = write_time_of(ev.object)
+                        if wt is not None:
+                            self.samples.append((now - wt) * 1000.0)
+        except Exception as e:  # noqa: BLE001 - reported in the result
+            self.error = repr(e)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+        self.api.close()
+
+
+class SessionSampler:
+    """Polls every instance's stats: each new session of the leader seen is one sample of
+    ``last_session_ms`` (a session the poll skipped over is not sampled, and is counted)."""
+
+    def __init__(self, actors: dict):
+        self.actors = actors
+        self.last: dict[str, int] = {}
+        self.samples: list[float] = []
+        self.skipped = 0
+        self.rss_max: dict[str, int] = {}
+        self.pids: dict[str, int] = {}
+        self.stats: dict[str, dict] = {}
+
+    def poll(self) -> None:
+        import psutil
+        import ray
+        names = list(self.actors)
+        got = ray.get([self.actors[n].stats.remote() for n in names], timeout=60)
+        for name, st in zip(names, got):
+            self.stats[name] = st
+            self.pids[name] = st["pid"]
+            try:
+                rss = psutil.Process(st["pid"]).memory_info().rss
+                self.rss_max[name] = max(self.rss_max.get(name, 0), rss)
+            except psutil.NoSuchProcess:
+                pass
+            n = int(st.get("sessions") or 0)
+            prev = self.last.get(name)
+            self.last[name] = n
+            if prev is None or n <= prev or not st.get("is_leader"):
+                continue
+            if st.get("last_session_ms") is not None:
+                self.samples.append(float(st["last_session_ms"]))
+            self.skipped += n - prev - 1
+
+    def window(self, seconds: float, min_sessions: int = 0, max_s: float | None = None,
+               every_s: float = 0.25) -> None:
+        """Poll for ``seconds``, and on until ``min_sessions`` samples (at most ``max_s``)."""
+        start = time.monotonic()
+        while True:
+            self.poll()
+            el = time.monotonic() - start
+            if el >= seconds and (len(self.samples) >= min_sessions or
+                                  (max_s is not None and el >= max_s)):
+                return
+            time.sleep(every_s)
+
+    def reset_samples(self) -> None:
+        self.samples, self.skipped = [], 0
+
+
+def _pct(xs: list[float], which: str) -> float | None:
+    """``which`` ("p50" | "p99") of ``xs`` as the instances compute theirs."""
+    from ha.runtime.instance import percentiles
+    d = percentiles(xs)
+    return None if d is None else d[which]
+
+
+def _rss(pid: int) -> int:
+    import psutil
+    return psutil.Process(pid).memory_info().rss
+
+
+# ------------------------------------------------------------------------------------ the run
+def measure(sz: Sizes, *, url: str | None = None) -> dict:
+    """The whole benchmark at sizes ``sz``; every figure and its baseline as a dict."""
+    from cluster_state.embedded import EmbeddedRedis
+    server = None
+    if url is None:
+        server = EmbeddedRedis().start()
+        url = server.url
+    try:
+        return _measure(url, sz)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _measure(url: str, sz: Sizes) -> dict:
+    import ray
+    from cluster_state.client import ApiClient
+    from ha.runtime.cluster import ClusterConfig, create_cluster_actor
+    from ha.runtime.controller import ControllerConfig
+    from ha.runtime.instance import InstanceConfig, create_instance_actor
+    from ha.runtime.kubelet import KubeletConfig
+    from ha.runtime.ray_local import start_ray, stop_ray
+    from ha.runtime.workload import WorkloadConfig
+    from ha.scheduler.conf import default_conf
+
+    prefix = f"bench-scale-{uuid.uuid4().hex[:6]}"
+    out: dict = {"sizes": asdict(sz)}
+    out["setup_s"] = setup(url, prefix, sz)
+    _note(f"set up {sz.nodes} nodes, {sz.bound + sz.pending} pods in {out['setup_s']:.1f}s")
+    out["raw_list_s"], out["raw_list_objects"] = raw_list_decode(url, prefix)
+    _note(f"raw list+decode {out['raw_list_objects']} objects in {out['raw_list_s']:.2f}s")
+
+    owned = not ray.is_initialized()
+    handle = start_ray(num_cpus=2, object_store_memory=200 * 1024 * 1024)
+    ns = f"bench-scale-{uuid.uuid4().hex[:6]}"
+    actors: dict = {}
+    idle = cluster = None
+    raw = None
+    try:
+        base = default_conf()
+        conf = {"actions": list(sz.actions),
+                "tiers": [[{"name": p.name} for p in t.plugins] for t in base.tiers]}
+
+        def cfg(name: str) -> InstanceConfig:
+            return InstanceConfig(name=name, redis_url=url, prefix=prefix, mode="leader-elected",
+                                  standby="warm", period_s=sz.period_s, profile="v1.14",
+                                  lease_duration=15.0, lease_renew_deadline=10.0, lease_retry=2.0,
+                                  sync_timeout_s=600.0, scheduler_conf=conf)
+        # the process floor: an instance actor of the same class, never started
+        idle = create_instance_actor(cfg("scale-idle"), max_restarts=0, namespace=ns)
+        idle_pid = ray.get(idle.pid.remote(), timeout=120)
+        out["rss_floor_bytes"] = _rss(idle_pid)
+
+        names = [f"scheduler-{i}" for i in range(1, sz.instances + 1)]
+        for n in names:
+            actors[n] = create_instance_actor(cfg(n), max_restarts=0, namespace=ns)
+        ray.get([a.ping.remote() for a in actors.values()], timeout=180)   # processes up
+        # start() returns once the informers have listed and synced (warm standbys too)
+        t0 = time.monotonic()
+        starts = {actors[n].start.remote(): n for n in names}
+        sync_s: dict[str, float] = {}
+        pending = list(starts)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=900)
+            if not done:
+                raise RuntimeError("the instances did not start within 900 s")
+            for ref in done:
+                ray.get(ref)
+                sync_s[starts[ref]] = time.monotonic() - t0
+        synced = ray.get([actors[n].wait_synced.remote(60.0) for n in names], timeout=120)
+        if not all(synced):
+            raise RuntimeError(f"instances not synced after start: {dict(zip(names, synced))}")
+        out["sync_s"] = sync_s
+        _note(f"synced: {sync_s}")
+
+        sampler = SessionSampler(actors)
+        sampler.poll()
+        out["rss_after_sync_bytes"] = {n: _rss(sampler.pids[n]) for n in names}
+        # baseline sessions: the same leader, no pending work yet
+        sampler.window(sz.baseline_window_s, sz.min_sessions, sz.max_window_s)
+        out["baseline_sessions_ms"] = list(sampler.samples)
+        out["baseline_sessions_skipped"] = sampler.skipped
+        _note(f"baseline sessions: {len(sampler.samples)}, p99 {_pct(sampler.samples, 'p99')}")
+
+        # the 1,000 pending tasks become schedulable work; the living cluster starts
+        api = ApiClient.from_url(url, prefix=prefix)
+        for j in range(sz.pending // sz.gang):
+            api.create(_pending_job(j, sz)[0])
+        rv0 = api.current_resource_version()
+        api.close()
+        wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
+                            runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
+                            duration_s=sz.max_window_s + 60.0, name_prefix="arrival")
+        cluster = create_cluster_actor(
+            ClusterConfig(redis_url=url, prefix=prefix, seed=1, workload=wl,
+                          kubelet=KubeletConfig(tick_s=1.0), controller=ControllerConfig(tick_s=1.0)),
+            name=f"scale-cluster-{uuid.uuid4().hex[:6]}", max_restarts=0)
+        raw = RawWatch(url, prefix, rv0)
+        raw.start()
+        ray.get([a.stats.remote(staleness_window="scale") for a in actors.values()], timeout=60)
+        sampler.reset_samples()
+        sampler.poll()
+        binds0 = {n: int(st.get("binds") or 0) for n, st in sampler.stats.items()}
+        ray.get(cluster.start.remote(), timeout=300)
+        c0 = ray.get(cluster.stats.remote(), timeout=120)
+        w0 = time.monotonic()
+        sampler.window(sz.window_s, sz.min_sessions, sz.max_window_s)
+        c1 = ray.get(cluster.stats.remote(), timeout=120)
+        window = time.monotonic() - w0
+        sampler.poll()
+        stale = ray.get([a.stats.remote(staleness_window="scale") for a in actors.values()], timeout=60)
+        raw.stop()
+        out["window_s"] = window
+        out["sessions_ms"] = list(sampler.samples)
+        out["sessions_skipped"] = sampler.skipped
+        out["binds"] = sum(int(sampler.stats[n].get("binds") or 0) - binds0[n] for n in names)
+        out["created"] = int(c1["created_pods"]) - int(c0["created_pods"])
+        out["staleness_ms"] = {n: st.get("staleness_window_ms") for n, st in zip(names, stale)}
+        out["raw_staleness_ms"] = list(raw.samples)
+        out["raw_watch_error"] = raw.error
+        out["rss_max_bytes"] = dict(sampler.rss_max)
+        out["errors"] = {n: {k: sampler.stats[n].get(k) for k in ("errors", "session_errors",
+                                                                 "fatal_cache_errors", "last_error")}
+                         for n in names}
+        out["leader"] = next((n for n in names if sampler.stats[n].get("is_leader")), None)
+        out["cluster"] = {k: c1.get(k) for k in ("created_pods", "create_errors", "bound_pods", "pods")}
+        return out
+    finally:
+        if raw is not None and raw.is_alive():
+            raw.stop()
+        if cluster is not None:
+            try:
+                ray.get(cluster.stop.remote(), timeout=60)
+            except Exception:  # noqa: BLE001 - tearing down
+                pass
+        stops = [a.stop.remote() for a in actors.values()]
+        if stops:
+            ray.wait(stops, num_returns=len(stops), timeout=60)
+        for a in list(actors.values()) + [idle, cluster]:
+            if a is not None:
+                try:
+                    ray.kill(a, no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+        if owned:
+            stop_ray(handle)
+
+
+# ------------------------------------------------------------------------------------ figures
+def _row(name: str, value, unit: str, baseline, what: str, **params) -> dict:
+    ratio = (value / baseline) if (value is not None and baseline) else None
+    return {"name": name, "value": value, "unit": unit, "baseline": baseline, "ratio": ratio,
+            "params": {"what": what, **params}}
+
+
+def result_from(m: dict, quick: bool) -> BenchResult:
+    sz = m["sizes"]
+    mib = 1024 * 1024
+    names = sorted(m["sync_s"])
+    rss = {n: m["rss_max_bytes"].get(n, 0) for n in names}
+    rss_total = sum(rss.values())
+    floor = m["rss_floor_bytes"]
+    sync_max = max(m["sync_s"].values())
+    p50, p99 = _pct(m["sessions_ms"], "p50"), _pct(m["sessions_ms"], "p99")
+    b50, b99 = _pct(m["baseline_sessions_ms"], "p50"), _pct(m["baseline_sessions_ms"], "p99")
+    st99 = [s["p99"] for s in m["staleness_ms"].values() if s]
+    stale_p99 = max(st99) if st99 else None
+    raw99 = _pct(m["raw_staleness_ms"], "p99")
+    bound_per_s = m["binds"] / m["window_s"]
+    offered = m["created"] / m["window_s"]
+    pods = sz["bound"] + sz["pending"]
+    targets = {"rss_total_le_8GiB": rss_total <= 8 * GIB, "sync_le_30s": sync_max <= 30.0,
+               "session_p99_le_1s": p99 is not None and p99 <= 1000.0}
+    params = {"quick": quick, "nodes": sz["nodes"], "pods": pods, "bound": sz["bound"],
+              "pending": sz["pending"], "instances": sz["instances"], "mode": "leader-elected, warm",
+              "period_s": sz["period_s"], "window_s": round(m["window_s"], 1),
+              "arrivals_gangs_per_s": sz["rate_gangs_per_s"], "leader": m["leader"],
+              "actions": list(sz["actions"]), "tiers": "Volcano's default plugins, every enabled* on",
+              "sessions": len(m["sessions_ms"]), "sessions_skipped": m["sessions_skipped"],
+              "sync_s": {n: round(v, 2) for n, v in m["sync_s"].items()},
+              "rss_mib": {n: round(v / mib) for n, v in rss.items()},
+              "rss_after_sync_mib": {n: round(v / mib) for n, v in m["rss_after_sync_bytes"].items()},
+              "setup_s": round(m["setup_s"], 1), "errors": m["errors"], "cluster": m["cluster"],
+              "targets": {"rss_total_GiB": 8, "sync_s": 30, "session_p99_ms": 1000},
+              "targets_met": targets,
+              "anchor": "KWOK: 1,000 nodes / 100,000 pods per controller on one machine"}
+    extra = [
+        _row("scale-session-p50", p50, "ms", b50, "leader's session p50 with the pending tasks vs without",
+             baseline_sessions=len(m["baseline_sessions_ms"])),
+        _row("scale-sync", sync_max, "s", m["raw_list_s"],
+             f"initial list + sync of {pods} pods and {sz['nodes']} nodes (slowest of the instances) vs "
+             f"raw HGETALL + decode of the same {m['raw_list_objects']} objects"),
+        _row("scale-rss-total", rss_total / mib, "MiB", sz["instances"] * floor / mib,
+             "the instances' RSS together (max seen) vs as many never-started instance actors"),
+    ] + [
+        _row(f"scale-rss-{n}", rss[n] / mib, "MiB", floor / mib, "RSS of one instance vs the process floor")
+        for n in names
+    ] + [
+        _row("scale-staleness-p99", stale_p99, "ms", raw99,
+             "write -> applied to the cache, worst instance's p99 over the window vs a raw watch of the same pods",
+             samples={n: (s or {}).get("n") for n, s in m["staleness_ms"].items()},
+             raw_samples=len(m["raw_staleness_ms"]), raw_watch_error=m["raw_watch_error"]),
+        _row("scale-bound-per-s", bound_per_s, "pods/s", offered,
+             "pods bound per second during the window vs pods created per second (offered load)",
+             binds=m["binds"], created=m["created"]),
+    ]
+    return BenchResult(name="scale", value=p99, unit="ms", baseline=b99,
+                       ratio=(p99 / b99) if (p99 is not None and b99) else None,
+                       params={"what": "leader's session p99 with the pending tasks vs without", **params},
+                       extra=extra)
+
+
+def run(quick: bool) -> BenchResult:
+    m = measure(QUICK if quick else FULL)
+    return result_from(m, quick)

@@ -1,0 +1,98 @@
+"""``ha-testbed bench scale``: the plumbing at --quick sizes (three instance actors, the living
+cluster, every figure beside its baseline) and the figures' arithmetic (targets, ratios).
+
+A module of its own so that the benchmark's Ray (started by the command) never overlaps another
+module's Ray."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ha.bench import scale
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "ha.cli"]   # this tree's CLI, whatever is installed
+MIB = 1024 * 1024
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _measurement(**over) -> dict:
+    m = {"sizes": {"nodes": 10, "bound": 90, "pending": 10, "instances": 2, "period_s": 1.0,
+                   "rate_gangs_per_s": 1.0, "actions": ["enqueue", "allocate", "backfill"]},
+         "setup_s": 1.0, "raw_list_s": 0.5, "raw_list_objects": 120,
+         "sync_s": {"scheduler-1": 2.0, "scheduler-2": 4.0},
+         "rss_floor_bytes": 100 * MIB,
+         "rss_after_sync_bytes": {"scheduler-1": 150 * MIB, "scheduler-2": 150 * MIB},
+         "rss_max_bytes": {"scheduler-1": 200 * MIB, "scheduler-2": 300 * MIB},
+         "baseline_sessions_ms": [100.0, 100.0, 200.0], "sessions_ms": [400.0, 500.0, 800.0],
+         "sessions_skipped": 0,
+         "staleness_ms": {"scheduler-1": {"p50": 1.0, "p99": 9.0, "max": 9.0, "n": 5},
+                          "scheduler-2": {"p50": 1.0, "p99": 12.0, "max": 12.0, "n": 5}},
+         "raw_staleness_ms": [1.0, 2.0, 3.0], "raw_watch_error": None,
+         "window_s": 10.0, "binds": 50, "created": 100, "errors": {}, "leader": "scheduler-1",
+         "cluster": {}}
+    m.update(over)
+    return m
+
+
+def test_figures_and_baselines_from_a_measurement():
+    r = scale.result_from(_measurement(), quick=True)
+    assert (r.name, r.unit, r.value, r.baseline) == ("scale", "ms", 800.0, 200.0)
+    assert r.ratio == pytest.approx(4.0)
+    rows = {x["name"]: x for x in r.extra}
+    assert rows["scale-sync"]["value"] == 4.0 and rows["scale-sync"]["baseline"] == 0.5   # slowest
+    assert rows["scale-rss-total"]["value"] == pytest.approx(500.0)
+    assert rows["scale-rss-total"]["baseline"] == pytest.approx(200.0)
+    assert rows["scale-staleness-p99"]["value"] == 12.0 and rows["scale-staleness-p99"]["baseline"] == 3.0
+    assert rows["scale-bound-per-s"]["value"] == 5.0 and rows["scale-bound-per-s"]["ratio"] == 0.5
+    assert r.params["targets_met"] == {"rss_total_le_8GiB": True, "sync_le_30s": True,
+                                       "session_p99_le_1s": True}
+
+
+def test_targets_detect_their_violations():
+    m = _measurement(sync_s={"scheduler-1": 31.0, "scheduler-2": 2.0},
+                     rss_max_bytes={"scheduler-1": 5 * 1024 * MIB, "scheduler-2": 3 * 1024 * MIB + 1},
+                     sessions_ms=[500.0] * 98 + [1500.0, 1600.0])
+    assert scale.result_from(m, quick=False).params["targets_met"] == {
+        "rss_total_le_8GiB": False, "sync_le_30s": False, "session_p99_le_1s": False}
+
+
+def test_unknown_benchmark_is_bad_input():
+    res = subprocess.run([*CLI, "bench", "no-such-bench"], cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 2
+    assert "unknown benchmark 'no-such-bench'" in res.stderr and "scale" in res.stderr
+
+
+@pytest.mark.ray
+def test_bench_scale_quick_json():
+    res = subprocess.run([*CLI, "bench", "scale", "--quick", "--json"], cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout)
+    assert {"name", "value", "unit", "baseline", "ratio", "params"} <= set(out)
+    assert out["name"] == "scale" and out["unit"] == "ms"
+    assert out["value"] > 0 and out["baseline"] > 0
+    assert out["ratio"] == pytest.approx(out["value"] / out["baseline"])
+    p = out["params"]
+    assert p["quick"] is True and p["nodes"] == scale.QUICK.nodes
+    assert p["pods"] == scale.QUICK.bound + scale.QUICK.pending
+    assert sorted(p["sync_s"]) == ["scheduler-1", "scheduler-2", "scheduler-3"]
+    assert p["leader"] in p["sync_s"]
+    assert all(e["errors"] == 0 and e["fatal_cache_errors"] == 0 for e in p["errors"].values())
+    rows = {x["name"]: x for x in out["extra"]}
+    assert {"scale-session-p50", "scale-sync", "scale-rss-total", "scale-staleness-p99",
+            "scale-bound-per-s"} <= set(rows)
+    for name in ("scale-sync", "scale-rss-total", "scale-bound-per-s"):
+        assert rows[name]["value"] > 0 and rows[name]["baseline"] > 0, rows[name]
+    # the instances hold the cluster: more than the process floor
+    assert rows["scale-rss-total"]["ratio"] > 1.0
+    assert rows["scale-bound-per-s"]["params"]["binds"] > 0
