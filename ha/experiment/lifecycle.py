@@ -117,7 +117,9 @@ class LiveLifecycle:
         if self.redis_url is None:
             from cluster_state.embedded import EmbeddedRedis
             # redis-restart must not lose the API server's state: AOF on
-            self.redis = EmbeddedRedis(persistence=self.has_fault("redis-restart")).start()
+            from ha.runtime import ledger
+            self.redis = EmbeddedRedis(persistence=self.has_fault("redis-restart"),
+                                       on_start=lambda pid: ledger.add(pid, "redis-server")).start()
             self.redis_url = self.redis.url
             self.redis_embedded = True
         else:

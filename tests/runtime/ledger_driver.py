@@ -15,7 +15,7 @@ def main(run_id: str) -> None:
     import ray
 
     led = ledger.begin(run_id)
-    EmbeddedRedis().start()
+    EmbeddedRedis(on_start=lambda pid: ledger.add(pid, "redis-server")).start()
     start_ray(num_cpus=1)
 
     @ray.remote

@@ -48,7 +48,7 @@ async def test_leader_elected_warm_standby_only_leader_binds(api, redis_url, key
         assert await wait_for(same_tasks)
         d = await si.digest()
         assert set(d) >= {"tasks", "nodes", "rvs", "is_leader", "name"}
-        assert set(d["rvs"]) == {"Pod", "Node", "PodGroup", "Queue", "PriorityClass"}
+        assert set(d["rvs"]) == {"Pod", "Node", "HyperNode", "PodGroup", "Queue", "PriorityClass"}
         assert d["rvs"]["Pod"] > 0
         assert set(d["nodes"]["node-1"]) >= {"idle", "used", "releasing", "pipelined"}
         # decisions: one successful bind record per pod, and `since` pages

@@ -77,7 +77,7 @@ async def test_instance_stop_leaves_tasks_of_the_same_name_alone(api, redis_url,
         owned = inst.inc.tasks.running()
         assert {t.get_name() for t in owned} == {"scheduler-1#0-sessions", "scheduler-1#0-log-flush"}
         infs = [t for i in inst.informers.values() for t in i.tasks()]
-        assert len(infs) == 10
+        assert len(infs) == 12   # reflector + informer per kind
     finally:
         await inst.stop()
     assert all(t.done() for t in owned + infs)
