@@ -62,6 +62,19 @@ def _env(tmp_path) -> dict:
 
 
 def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path):
+    # Ray Client's proxier starts a server process per client connection; on a loaded machine that
+    # process sometimes dies before it answers ("Initialization failure from server", the proxier
+    # then trips over its zombie): a fault of Ray's, not of the run. Two more connections are tried.
+    for attempt in range(3):
+        text = _quickstart_through_ray_client(cluster, tmp_path / f"try-{attempt}")
+        if text is None or "Initialization failure from server" not in text:
+            break
+    assert text is None, text[-3000:] + _client_server_logs(cluster)
+
+
+def _quickstart_through_ray_client(cluster, tmp_path):
+    """None when the run went as it must; else its output (a run that failed)."""
+    tmp_path.mkdir(parents=True)
     runner = None
     try:
         out = tmp_path / "out"
@@ -74,8 +87,9 @@ def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path
         # mid-run: every listening socket of the runner (and what it spawned) and of the cluster
         # is on loopback; the runner started no Ray of its own
         deadline = time.monotonic() + 120
-        while not (out / "timeseries.csv").exists():
-            assert runner.poll() is None, (tmp_path / "run.txt").read_text()[-3000:]
+        while not (out / "history" / "ticks.jsonl").exists():
+            if runner.poll() is not None:
+                return (tmp_path / "run.txt").read_text()
             assert time.monotonic() < deadline, "the run did not start measuring in time"
             time.sleep(0.5)
         runner_tree = _tree(runner.pid)
@@ -97,7 +111,8 @@ def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path
             time.sleep(0.5)
         rc = runner.wait()
         text = (tmp_path / "run.txt").read_text()
-        assert rc == 0, text[-3000:] + _client_server_logs(cluster)
+        if rc != 0:
+            return text
         m = json.loads((out / "metrics.json").read_text())
         assert m["totals"]["binds"] > 0, m["totals"]
         # the instances ran as actors on the cluster's nodes: the actors' workers were children
@@ -106,6 +121,7 @@ def test_quickstart_on_a_multi_node_cluster_through_ray_client(cluster, tmp_path
         inst_pids = {s.get("pid") for s in (m.get("instances") or {}).values() if isinstance(s, dict)}
         inst_pids.discard(None)
         assert inst_pids and inst_pids <= pids, (inst_pids, sorted(pids))
+        return None
     finally:
         if runner is not None and runner.poll() is None:
             runner.kill()
