@@ -52,3 +52,15 @@ def test_quiet_run_converges_and_reports(ray_session, tmp_path, redis_url):
     for png in ("drift.png", "binds_evictions.png"):
         assert (out / png).stat().st_size > 1000
     assert outcome.summary == s
+    # the run's summary is the checkers' over its history: analyzing the folder again, in another
+    # process, reproduces it and the timeseries byte for byte
+    import json
+    import subprocess
+    import sys
+    before = {f: (out / f).read_bytes() for f in ("timeseries.csv", "divergence.jsonl")}
+    r = subprocess.run([sys.executable, "-m", "ha.cli", "analyze", str(out), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == json.loads(json.dumps(s))
+    assert {f: (out / f).read_bytes() for f in before} == before
+    assert read_results(out).summary == s
