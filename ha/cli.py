@@ -137,6 +137,21 @@ def report(
     raise typer.Exit(code)
 
 
+@app.command("analyze")
+def analyze(
+    results_dir: Path = typer.Argument(..., help="results folder of a run (with its history/)"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Recompute every metric from the folder's recorded history/ alone; rewrite metrics.json's
+    summary, timeseries.csv, divergence.jsonl and report.md."""
+    from ha.experiment.analyze import analyze_cli
+    try:
+        code = analyze_cli(results_dir, as_json=as_json, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
 @app.command("compare")
 def compare(
     results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side"),

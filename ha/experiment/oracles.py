@@ -36,7 +36,7 @@ __all__ = [
     "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
     "ResourceDrift", "Staleness", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
-    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS",
+    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
 ]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -69,14 +69,21 @@ def diff_tasks(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str
     both: the truth moved during the sampling window, and an instance that holds either state was
     up to date at the moment it answered — that is sampling skew, not divergence."""
     out: set[str] = set()
-    for uid in a.keys() | b.keys():
-        x, y = a.get(uid), b.get(uid)
-        if x is None or y is None or _entry(x) != _entry(y):
-            if b_before is not None:
-                z = b_before.get(uid)
-                if z is None if x is None else (z is not None and _entry(x) == _entry(z)):
-                    continue   # the instance holds the state the truth had at the window's start
-            out.add(uid)
+    for uid, x in a.items():
+        y = b.get(uid)
+        if x == y:            # the common case, at C speed: the very same entry
+            continue
+        if y is not None and _entry(x) == _entry(y):
+            continue          # the same state spelled differently
+        if b_before is not None:
+            z = b_before.get(uid)
+            if z is not None and _entry(x) == _entry(z):
+                continue      # the instance holds the state the truth had at the window's start
+        out.add(uid)
+    for uid in b.keys() - a.keys():
+        if b_before is not None and uid not in b_before:
+            continue          # created during the window: the instance could not have seen it yet
+        out.add(uid)
     return out
 
 
@@ -139,7 +146,10 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
         total = 0.0
         for name in inst_nodes.keys() | ref_nodes.keys():
             a = inst_nodes.get(name) or {}
-            d = _node_delta(a, ref_nodes.get(name) or {}, dim)
+            r = ref_nodes.get(name) or {}
+            if a == r:
+                continue      # the common case: the very same node
+            d = _node_delta(a, r, dim)
             if d and ref_before is not None:
                 d = min(d, _node_delta(a, ref_before.get(name) or {}, dim))
             total += d
@@ -178,24 +188,27 @@ def _terminating(pod: Mapping[str, Any]) -> bool:
     return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
 
 
-def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
-                        ) -> dict[str, list[str]]:
+def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
+                        requests=pod_requests, allocatable=None) -> dict[str, list[str]]:
     """{node: [resources over allocatable]} for nodes whose bound, non-terminated pods request
-    more than the node's allocatable (API server truth)."""
+    more than the node's allocatable (API server truth). ``requests`` / ``allocatable``: the
+    functions that read a pod's requests and a node's allocatable (a caller may memoize them)."""
+    allocatable = allocatable or _allocatable
     used: dict[str, dict[str, float]] = {}
     for p in pods:
         if not _holds_node(p):
             continue
         n = p["spec"]["nodeName"]
         u = used.setdefault(n, {})
-        for k, v in pod_requests(p).items():
+        for k, v in requests(p).items():
             u[k] = u.get(k, 0.0) + v
     out: dict[str, list[str]] = {}
-    for n, u in used.items():
+    for n in sorted(used):
+        u = used[n]
         node = nodes.get(n)
         if node is None:
             continue
-        alloc = _allocatable(node)
+        alloc = allocatable(node)
         over = [k for k, v in sorted(u.items()) if k in alloc and v > alloc[k] + 1e-9]
         if over:
             out[n] = over
@@ -354,6 +367,31 @@ class OvercommitViolations:
         self.examples: list[dict[str, Any]] = []
         self._over_before: set[str] = set()
         self._bound_by: dict[str, list[Any]] = {}
+        self._requests: dict[Any, dict[str, float]] = {}
+        self._alloc: dict[Any, dict[str, float]] = {}
+
+    def _req(self, p: Mapping[str, Any]) -> dict[str, float]:
+        """pod_requests, memoized per pod and resourceVersion (a pod's spec does not change)."""
+        md = p.get("metadata") or {}
+        k = (md.get("uid") or md.get("name"), md.get("resourceVersion"))
+        if k[1] is None:
+            return pod_requests(p)
+        r = self._requests.get(k)
+        if r is None:
+            if len(self._requests) > 200_000:
+                self._requests.clear()
+            r = self._requests[k] = pod_requests(p)
+        return r
+
+    def _allocatable(self, node: Mapping[str, Any]) -> dict[str, float]:
+        md = node.get("metadata") or {}
+        k = (md.get("name"), md.get("resourceVersion"))
+        if k[1] is None:
+            return _allocatable(node)
+        a = self._alloc.get(k)
+        if a is None:
+            a = self._alloc[k] = _allocatable(node)
+        return a
 
     def observe_decisions(self, decisions: Iterable[Mapping[str, Any]]) -> None:
         for d in decisions:
@@ -363,7 +401,7 @@ class OvercommitViolations:
     def observe(self, pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
                 t: float | None = None) -> int:
         pods = list(pods)
-        over = overcommitted_nodes(pods, nodes)
+        over = overcommitted_nodes(pods, nodes, self._req, self._allocatable)
         self.ticks += 1
         self.count += len(over)
         for n, rs in over.items():
@@ -371,7 +409,8 @@ class OvercommitViolations:
             for r in rs:
                 self.resources[r] = self.resources.get(r, 0) + 1
         if over:
-            live = overcommitted_nodes([p for p in pods if not _terminating(p)], nodes)
+            live = overcommitted_nodes([p for p in pods if not _terminating(p)], nodes, self._req,
+                                       self._allocatable)
             self.terminating_only += sum(1 for n in over if n not in live)
             for n in over:
                 if n in self._over_before:
@@ -419,6 +458,24 @@ class PodEvent:
     pod: str                   # "ns/name"
     uid: str | None = None
     node: str | None = None    # nominated or bound node
+
+
+def pod_events_of(old: Mapping[str, Any] | None, new: Mapping[str, Any], t: float) -> list[PodEvent]:
+    """The PodEvents one pod update makes: ``nominated`` (a new status.nominatedNodeName on an
+    unbound pod) and ``bound`` (spec.nodeName set)."""
+    out: list[PodEvent] = []
+    md = new.get("metadata") or {}
+    key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
+    uid = md.get("uid")
+    o_nnn = ((old or {}).get("status") or {}).get("nominatedNodeName") or ""
+    n_nnn = (new.get("status") or {}).get("nominatedNodeName") or ""
+    o_node = ((old or {}).get("spec") or {}).get("nodeName") or ""
+    n_node = (new.get("spec") or {}).get("nodeName") or ""
+    if n_nnn and n_nnn != o_nnn and not n_node:
+        out.append(PodEvent(t, "nominated", key, uid, n_nnn))
+    if n_node and not o_node:
+        out.append(PodEvent(t, "bound", key, uid, n_node))
+    return out
 
 
 @dataclass
@@ -713,7 +770,7 @@ class PartialGangBinds:
 HEADLINE_KEYS = {"cache_divergence": "max", "pairwise_drift": "max", "resource_drift": "max",
                  "staleness_ms": "p99", "allocation_drift": "count", "wasted_evictions": "count",
                  "cyclic_evictions": "count", "overcommit_violations": "count",
-                 "partial_gang_binds": "count"}
+                 "partial_gang_binds": "count", "api_consistency": "ok", "convergence": "value"}
 
 
 def headline(metric: str, value: Any) -> Any:

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any
 
-from ha.experiment.oracles import PodEvent, Truth
+from ha.experiment.oracles import PodEvent, Truth, pod_events_of
 
 __all__ = ["ReferenceCache", "PodEventRecorder", "KINDS"]
 
@@ -40,16 +40,7 @@ class PodEventRecorder:
         self.events: list[PodEvent] = []
 
     def _note(self, old: dict | None, new: dict) -> None:
-        now = time.time()
-        key, uid = _key(new), (new.get("metadata") or {}).get("uid")
-        o_nnn = ((old or {}).get("status") or {}).get("nominatedNodeName") or ""
-        n_nnn = (new.get("status") or {}).get("nominatedNodeName") or ""
-        o_node = ((old or {}).get("spec") or {}).get("nodeName") or ""
-        n_node = (new.get("spec") or {}).get("nodeName") or ""
-        if n_nnn and n_nnn != o_nnn and not n_node:
-            self.events.append(PodEvent(now, "nominated", key, uid, n_nnn))
-        if n_node and not o_node:
-            self.events.append(PodEvent(now, "bound", key, uid, n_node))
+        self.events.extend(pod_events_of(old, new, time.time()))
 
     def on_add(self, obj, is_initial_list=False):
         self._note(None, obj)

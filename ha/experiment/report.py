@@ -1,4 +1,9 @@
-"""``report.md`` and its plots from a results folder (``ha-testbed report DIR``).
+"""``report.md`` and its plots from a results folder (``ha-testbed report DIR``): a renderer only.
+
+Every number comes from metrics.json (written by the checkers: ``ha-testbed analyze``) and the
+timeseries view; the chaos windows come from ``history/faults.jsonl`` (older folders without a
+history: from metrics.json's chaos records), and whether a fault is a window or a point is chaos'
+own knowledge (checkers._run.is_windowed). Nothing here computes a metric.
 
 Plots (matplotlib, Agg backend — no display needed):
 
@@ -19,13 +24,15 @@ from ha.experiment.results import METRIC_NAMES, Results, read_results
 
 __all__ = ["write_report", "report_cli", "chaos_windows", "verdicts"]
 
-_POINT_FAULTS = ("kill", "redis-restart", "watch-expire")
-
-
-def chaos_windows(metrics: dict[str, Any]) -> list[tuple[str, float, float | None]]:
-    """(label, start_s, end_s or None for a point fault) from the experiment's chaos entries,
-    preferring the times they were applied at."""
+def chaos_windows(metrics: dict[str, Any], path: str | Path | None = None
+                  ) -> list[tuple[str, float, float | None]]:
+    """(label, start_s, end_s or None for a point fault): from the history's fault records when
+    the folder has them, else from metrics.json's experiment chaos entries and their records."""
+    from ha.experiment.checkers._run import fault_windows, is_windowed
     from ha.experiment.units import parse_duration
+    if path is not None and (Path(path) / "history" / "run.json").is_file():
+        from ha.experiment.history import History
+        return [(w["label"], w["start"], w["end"]) for w in fault_windows(History(path))]
     out = []
     applied = {c.get("index"): c for c in (metrics.get("chaos") or []) if isinstance(c, dict)}
     for i, c in enumerate((metrics.get("experiment") or {}).get("chaos") or []):
@@ -39,7 +46,7 @@ def chaos_windows(metrics: dict[str, Any]) -> list[tuple[str, float, float | Non
             continue
         start = rec.get("applied_at_s") if rec.get("applied_at_s") is not None else at
         label = f"{c.get('fault')}→{c.get('target', '')}"
-        if dur is None or c.get("fault") in _POINT_FAULTS:
+        if dur is None or not is_windowed(str(c.get("fault"))):
             out.append((label, float(start), None))
         else:
             end = rec.get("ended_at_s") if rec.get("ended_at_s") is not None else start + dur
@@ -165,9 +172,22 @@ def staleness_samples(res: Results, cap: int = 200_000) -> dict[str, list[float]
     return {k: v for k, v in out.items() if v}
 
 
+def _history_staleness(res: Results) -> dict[str, list[float]]:
+    from ha.experiment.history import History
+    if not (res.path / "history" / "run.json").is_file():
+        return {}
+    out: dict[str, list[float]] = {}
+    for line in History(res.path).staleness():
+        out.setdefault(str(line["instance"]), []).extend(line.get("ms") or [])
+    return {k: v for k, v in sorted(out.items()) if v}
+
+
 def _plot_staleness(res: Results, path: Path) -> str | None:
     import matplotlib.pyplot as plt
-    samples = staleness_samples(res)
+    samples = _history_staleness(res)
+    source = "history"
+    if not samples:
+        samples, source = staleness_samples(res), "delivery logs"
     fig, ax = plt.subplots(figsize=(9, 3.5))
     if samples:
         hi = max(max(v) for v in samples.values())
@@ -179,7 +199,6 @@ def _plot_staleness(res: Results, path: Path) -> str | None:
         ax.set_xscale("log")
         ax.set_xlabel("staleness (ms, write → applied to the cache)")
         ax.set_ylabel("events")
-        source = "delivery logs"
     else:
         st = res.summary.get("staleness_ms")
         per = (st.get("instances") if isinstance(st, dict) and "instances" in st else st) or {}
@@ -232,7 +251,9 @@ def verdicts(res: Results) -> list[str]:
         v = headline(name, s.get(name))
         if v:
             out.append(f"**{v} {what}** — see `{name}` in metrics.json for examples.")
-    cons = (res.metrics.get("oracles") or {}).get("api_consistency") if isinstance(res.metrics.get("oracles"), dict) else None
+    cons = s.get("api_consistency")
+    if cons is None and isinstance(res.metrics.get("oracles"), dict):
+        cons = res.metrics["oracles"].get("api_consistency")
     if isinstance(cons, dict) and cons.get("ok") is not None:
         out.append("API server state equals the replay of its event stream (no lost writes)." if cons.get("ok")
                    else f"**API server and its event stream disagree**: lost {cons.get('lost_writes')}, "
@@ -249,9 +270,10 @@ def write_report(path: str | Path) -> Path:
     matplotlib.use("Agg")
     res = read_results(path)
     out = Path(path)
-    windows = chaos_windows(res.metrics)
+    windows = chaos_windows(res.metrics, out)
     exp = res.experiment
-    conv = _write_convergence(res, windows, out)
+    conv = res.summary.get("convergence") if isinstance(res.summary.get("convergence"), dict) \
+        else res.metrics.get("convergence") if isinstance(res.metrics.get("convergence"), dict) else None
     plots = []
     if _plot_drift(res, windows, out / "drift.png"):
         plots.append(("Cache divergence over time", "drift.png"))
@@ -261,7 +283,7 @@ def write_report(path: str | Path) -> Path:
         plots.append(("Staleness distribution", "staleness.png"))
     run = res.metrics.get("run") or {}
     oracles = res.metrics.get("oracles") if isinstance(res.metrics.get("oracles"), dict) else {}
-    absent = (oracles or {}).get("absent") or {}
+    absent = res.metrics.get("absent") or (oracles or {}).get("absent") or {}
     lines = [f"# {exp.get('name', out.name)} — profile `{exp.get('profile')}`, seed {exp.get('seed')}", ""]
     sched = exp.get("schedulers") or {}
     lines.append(f"{sched.get('instances', '?')} instance(s), mode {sched.get('mode', '?')}, "
@@ -282,6 +304,13 @@ def write_report(path: str | Path) -> Path:
             lines.append(f"| `{name}` | {_fmt(headline(name, v))} | {detail} |")
         else:
             lines.append(f"| `{name}` | — | not measured: {absent.get(name, 'not computed by this run')} |")
+    extensions = [k for k in res.summary if k not in METRIC_NAMES and k != "convergence"]
+    for name in extensions:
+        v = res.summary[name]
+        detail = ""
+        if isinstance(v, dict):
+            detail = ", ".join(f"{k} {_fmt(x)}" for k, x in v.items() if not isinstance(x, (dict, list)))
+        lines.append(f"| `{name}` (extension) | {_fmt(headline(name, v))} | {detail} |")
     if conv is not None:
         lines += ["", "## Convergence after the last fault", "",
                   f"Last fault ended at {_fmt(conv.get('last_fault_s'))} s; verdict: "
@@ -361,36 +390,6 @@ def _divergence_kinds(out: Path, top: int = 8) -> list[str]:
     if len(kinds) > top:
         lines.append(f"| … {len(kinds) - top} more kinds | | | | | | | |")
     return lines
-
-
-def _write_convergence(res: Results, windows, out: Path) -> dict[str, Any] | None:
-    """Adds ``convergence`` (oracles.convergence: seconds from the end of the last fault to
-    cache_divergence 0, per live instance, plus the API-consistency verdict) to metrics.json."""
-    import json
-    from ha.experiment.oracles import CONVERGENCE_WITHIN_S, convergence
-    from ha.experiment.units import parse_duration
-    if not res.timeseries:
-        return None
-    ends = [b if b is not None else a for _, a, b in windows]
-    oracles = res.metrics.get("oracles") if isinstance(res.metrics.get("oracles"), dict) else {}
-    within = CONVERGENCE_WITHIN_S
-    measure = (res.metrics.get("experiment") or {}).get("measure") or {}
-    if measure.get("converge_within") is not None:
-        try:
-            within = parse_duration(measure["converge_within"])
-        except Exception:  # noqa: BLE001 — a hand-edited metrics.json: keep the default
-            pass
-    conv = convergence(res.timeseries, max(ends) if ends else None, within_s=within,
-                       api_consistency=(oracles or {}).get("api_consistency"))
-    res.metrics["convergence"] = conv
-    try:
-        p = out / "metrics.json"
-        doc = json.loads(p.read_text(encoding="utf-8"))
-        doc["convergence"] = conv
-        p.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    except Exception:  # noqa: BLE001 — the report stands without it
-        return conv
-    return conv
 
 
 def report_cli(path, echo=print) -> int:

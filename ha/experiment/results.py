@@ -19,14 +19,14 @@ import math
 import os
 import shutil
 from dataclasses import dataclass, field
-from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ha.errors import BadInput
+from ha.experiment.oracles import status_name
 
 __all__ = ["TASK_STATUSES", "TIMESERIES_COLUMNS", "METRIC_NAMES", "ResultsWriter", "Results",
-           "read_results", "pairwise_drift", "task_status_counts", "summarise_drift"]
+           "read_results", "pairwise_drift", "task_status_counts", "summarise_drift", "write_json"]
 
 # Volcano's TaskStatus names, as the cache digest spells them (upper case, e.g. "PIPELINED")
 TASK_STATUSES = ("PENDING", "ALLOCATED", "PIPELINED", "BINDING", "BOUND", "RUNNING", "RELEASING",
@@ -51,51 +51,40 @@ METRIC_NAMES = ("cache_divergence", "pairwise_drift", "resource_drift", "stalene
                 "partial_gang_binds", "bind_conflicts", "failover_recovery_s", "pods_bound_per_s")
 
 
-def _status_name(s: Any) -> str:
-    name = str(getattr(s, "name", s) or "UNKNOWN").upper()
-    return name.removeprefix("TASKSTATUS.")
-
-
 def task_status_counts(tasks: Mapping[str, Any]) -> dict[str, int]:
     """``{"PENDING": n, ...}`` from a digest's ``tasks`` ({uid: [status, node]})."""
     out = {s: 0 for s in TASK_STATUSES}
-    for entry in tasks.values():
-        name = _status_name(entry[0] if isinstance(entry, (list, tuple)) else entry)
-        out[name if name in out else "UNKNOWN"] += 1
+    raw: dict[Any, int] = {}
+    for entry in tasks.values():     # count raw spellings first: status_name once per spelling
+        k = entry[0] if isinstance(entry, (list, tuple)) else entry
+        raw[k] = raw.get(k, 0) + 1
+    for k, n in raw.items():
+        name = status_name(k)
+        out[name if name in out else "UNKNOWN"] += n
     return out
 
 
 def pairwise_drift(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
-    """Tasks whose (status, node) differ between two caches' digests; a task that only one of
-    them holds differs too."""
-    n = 0
-    for uid in a.keys() | b.keys():
-        x, y = a.get(uid), b.get(uid)
-        if x is None or y is None:
-            n += 1
-        elif (_status_name(x[0]), x[1] or "") != (_status_name(y[0]), y[1] or ""):
-            n += 1
-    return n
+    """Tasks whose (status, node) differ between two caches' digests (oracles.task_diff)."""
+    from ha.experiment.oracles import task_diff
+    return task_diff(a, b)
 
 
 def pairwise_drifts(digests: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], int]:
     """Drift of every pair of instances (names sorted) from their digests' ``tasks``."""
-    names = sorted(digests)
-    return {(a, b): pairwise_drift(digests[a], digests[b]) for a, b in combinations(names, 2)}
+    from ha.experiment.oracles import PairwiseDrift
+    return PairwiseDrift().observe(digests)
 
 
 def summarise_drift(samples: Iterable[Mapping[tuple[str, str], int]]) -> dict[str, Any] | None:
-    """``{"max", "mean", "pairs": {"a|b": {"max", "mean", "samples"}}}`` over the run."""
-    per: dict[str, list[int]] = {}
+    """``{"max", "mean", "pairs": {"a|b": {"max", "mean", "samples"}}}`` over the run
+    (oracles.PairwiseDrift's summary)."""
+    from ha.experiment.oracles import PairwiseDrift
+    pw = PairwiseDrift()
     for tick in samples:
         for (a, b), v in tick.items():
-            per.setdefault(f"{a}|{b}", []).append(v)
-    if not per:
-        return None
-    allv = [v for vs in per.values() for v in vs]
-    return {"max": max(allv), "mean": round(sum(allv) / len(allv), 3),
-            "pairs": {k: {"max": max(vs), "mean": round(sum(vs) / len(vs), 3), "samples": len(vs)}
-                      for k, vs in sorted(per.items())}}
+            pw.pairs.setdefault(f"{a}|{b}", []).append(v)
+    return pw.summary()
 
 
 def _clean(v: Any) -> Any:
@@ -107,6 +96,14 @@ def _clean(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
     return v
+
+
+def write_json(p: Path, doc: Mapping[str, Any]) -> Path:
+    """Write a JSON document atomically (NaN/inf as null)."""
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_clean(dict(doc)), indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+    return p
 
 
 class ResultsWriter:
@@ -156,11 +153,7 @@ class ResultsWriter:
         return True
 
     def write_metrics(self, doc: Mapping[str, Any]) -> Path:
-        p = self.out / "metrics.json"
-        tmp = p.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(_clean(dict(doc)), indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
-        return p
+        return write_json(self.out / "metrics.json", doc)
 
     def close(self) -> None:
         if not self._csv_file.closed:

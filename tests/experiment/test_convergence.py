@@ -74,30 +74,6 @@ def test_absent_with_a_reason_when_the_fault_lasts_to_the_end():
     assert convergence([], 1.0)["reason"] == "no timeseries rows"
 
 
-def test_report_writes_convergence_into_metrics_json(tmp_path):
-    from ha.experiment.report import write_report
-    from ha.experiment.results import TIMESERIES_COLUMNS
-    (tmp_path / "delivery").mkdir()
-    exp = {"name": "x", "profile": "v1.14", "seed": 1, "duration": "20s",
-           "measure": {"every": "1s", "converge_within": "3s"},
-           "chaos": [{"at": "2s", "for": "5s", "fault": "watch-delay", "target": "scheduler-1"},
-                     {"at": "8s", "fault": "kill", "target": "leader"}]}
-    (tmp_path / "metrics.json").write_text(json.dumps(
-        {"summary": {}, "experiment": exp, "chaos": [],
-         "oracles": {"api_consistency": {"ok": True}}}))
-    lines = [",".join(TIMESERIES_COLUMNS)]
-    for t, d in ((7.0, 2), (8.5, 1), (9.5, 0), (10.0, 0), (12.0, 0), (15.0, 0)):
-        row = {c: "" for c in TIMESERIES_COLUMNS}
-        row.update(t=t, instance="scheduler-1", alive=1, cache_divergence=d)
-        lines.append(",".join(str(row[c]) for c in TIMESERIES_COLUMNS))
-    (tmp_path / "timeseries.csv").write_text("\n".join(lines) + "\n")
-    write_report(tmp_path)
-    conv = json.loads((tmp_path / "metrics.json").read_text())["convergence"]
-    assert conv["last_fault_s"] == 8.0 and conv["instances"]["scheduler-1"]["seconds"] == 1.5
-    assert conv["ok"] is True and conv["within_s"] == 3.0 and conv["instances"]["scheduler-1"]["quiet_s"] == 5.5
-    assert "Convergence after the last fault" in (tmp_path / "report.md").read_text()
-
-
 def test_report_groups_divergence_by_kind_and_skips_bad_lines(tmp_path):
     from ha.experiment.report import divergence_kinds
     lines = [
