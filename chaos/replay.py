@@ -4,8 +4,8 @@ its delivery log, deterministically, and print its digest.
 The delivery log (``DIR/delivery/NAME.log``, cluster_state.delivery) holds every notification that
 instance's informers gave their handlers, in the order they gave them (``seq``, across kinds),
 tombstones of relists included. Replay feeds them, in that order, to a fresh
-``ha.scheduler.cache.SchedulerCache`` wired as the instance wires its own (same switches, scheduler
-name, default queue; handlers as ``ha.runtime.instance`` maps them) with in-memory IO, and returns
+``ha.scheduler.cache.SchedulerCache`` wired as the instance wires its own (``ha.scheduler.wiring.
+build_cache``: same switches, scheduler name, default queue, handlers) with in-memory IO, and returns
 ``cache.digest()``. Chaos acted *before* the handlers (delay, reorder, stall, relists), so the log
 already carries its effect: replay needs no fault model.
 
@@ -29,61 +29,24 @@ from typing import Any
 
 from ha.errors import BadInput
 
-__all__ = ["replay_instance", "replay_records", "replay_cli", "digest_of_cache", "CacheReplayHandler",
-           "build_replay_cache"]
-
-_KIND_METHOD = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
-                "PriorityClass": "priority_class"}
-
-
-class CacheReplayHandler:
-    """Informer-handler shape -> cache methods (the same mapping as the runtime's instance)."""
-
-    def __init__(self, cache: Any, kind: str, errors: list[str]) -> None:
-        name = _KIND_METHOD[kind]
-        self._add = getattr(cache, f"add_{name}")
-        self._update = getattr(cache, f"update_{name}", None)
-        self._delete = getattr(cache, f"delete_{name}")
-        self.errors = errors
-
-    def _guard(self, fn, *args) -> None:
-        from ha.scheduler.api.types import FatalCacheError
-        try:
-            fn(*args)
-        except FatalCacheError as e:          # the live instance would have restarted here
-            self.errors.append(f"fatal: {e}")
-        except Exception as e:  # noqa: BLE001 -- the live informer counts and swallows these too
-            self.errors.append(f"{type(e).__name__}: {e}")
-
-    def on_add(self, obj, is_initial_list=False):
-        self._guard(self._add, obj)
-
-    def on_update(self, old, new):
-        if self._update is None:
-            self._guard(self._delete, old)
-            self._guard(self._add, new)
-        else:
-            self._guard(self._update, old, new)
-
-    def on_delete(self, obj, tombstone=False):
-        self._guard(self._delete, obj)
+__all__ = ["replay_instance", "replay_records", "replay_cli", "digest_of_cache", "build_replay_cache"]
 
 
 def build_replay_cache(*, profile: str = "v1.14", switches: dict | None = None,
                        scheduler_name: str = "volcano", default_queue: str = "default"):
-    from ha.scheduler.cache import SchedulerCache
-    from ha.scheduler.interfaces import RecordingIO
-    from ha.scheduler.profiles import profile as get_profile
+    return _wire(profile=profile, switches=switches, scheduler_name=scheduler_name,
+                 default_queue=default_queue, errors=[]).cache
+
+
+def _wire(*, profile, switches, scheduler_name, default_queue, errors: list[str]):
+    from ha.scheduler.wiring import build_cache
     try:
-        sw = get_profile(profile)
-    except Exception as e:  # noqa: BLE001
-        raise BadInput(f"replay: unknown profile {profile!r}: {e}") from None
-    if switches:
-        sw = sw.with_(**switches)
-    io = RecordingIO()
-    return SchedulerCache(switches=sw, binder=io, evictor=io, status_updater=io,
-                          scheduler_names=(scheduler_name,), default_queue=default_queue,
-                          pod_getter=io, bind_mode="sync", batch_num=1_000_000)
+        return build_cache(profile=profile, switches=switches, scheduler_name=scheduler_name,
+                           default_queue=default_queue, bind_mode="sync", batch_num=1_000_000,
+                           on_fatal=lambda e: errors.append(f"fatal: {e}"),
+                           on_error=lambda e: errors.append(f"{type(e).__name__}: {e}"))
+    except BadInput as e:
+        raise BadInput(f"replay: {e}") from None
 
 
 def digest_of_cache(cache: Any) -> dict:
@@ -96,10 +59,9 @@ def replay_records(records: list[dict], *, until_rv: int | None = None, until_se
                    scheduler_name: str = "volcano", default_queue: str = "default") -> dict:
     """Replay records (read_delivery_log's) into a fresh cache; the digest plus replay facts."""
     from cluster_state.delivery import replay
-    cache = build_replay_cache(profile=profile, switches=switches, scheduler_name=scheduler_name,
-                               default_queue=default_queue)
     errors: list[str] = []
-    handlers = {k: CacheReplayHandler(cache, k, errors) for k in _KIND_METHOD}
+    cache, handlers = _wire(profile=profile, switches=switches, scheduler_name=scheduler_name,
+                            default_queue=default_queue, errors=errors)
     recs = sorted(records, key=lambda r: r["seq"])
     if until_seq is not None:
         recs = [r for r in recs if r["seq"] <= until_seq]

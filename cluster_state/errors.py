@@ -1,12 +1,12 @@
 """Typed API errors, shaped like Kubernetes ``Status`` failures: an HTTP-like ``code``, a ``reason``,
 and the object they are about (kind / namespace / name) plus the offending ``field`` when known.
 
-``BadRequest`` and ``Invalid`` are also :class:`ha.errors.BadInput`, so the CLI maps bad objects that
+``BadRequest`` and ``Invalid`` are also :class:`apimachinery.errors.BadInput` (= ``ha.errors.BadInput``), so the CLI maps bad objects that
 reach the API server from user files to exit code 2.
 """
 from __future__ import annotations
 
-from ha.errors import BadInput
+from apimachinery.errors import BadInput
 
 __all__ = ["ApiError", "BadRequest", "Invalid", "NotFound", "AlreadyExists", "Conflict", "Gone",
            "TooLargeResourceVersion", "CorruptObject", "ServerError"]

@@ -223,6 +223,11 @@ class Informer:
         if self.has_synced():
             self._synced_event.set()
 
+    def tasks(self) -> list[asyncio.Task]:
+        """The tasks this informer started (reflector, processor): its owner may re-cancel them
+        while ``stop()`` waits (a cancel swallowed inside a blocking Redis read)."""
+        return list(self._tasks)
+
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
         for t in tasks:

@@ -1,11 +1,9 @@
 """Errors the CLI turns into exit codes (2: bad input, 1: a check failed)."""
 from __future__ import annotations
 
+from apimachinery.errors import BadInput
 
-class BadInput(Exception):
-    """Bad input from the user. The message names the file, the field or object, and the problem."""
-
-    exit_code = 2
+__all__ = ["BadInput", "CheckFailed"]
 
 
 class CheckFailed(Exception):

@@ -74,42 +74,29 @@ def _pod(i: int) -> dict:
 
 # ------------------------------------------------------------------------------------------------ cache
 def _make_cache():
-    """The scheduler cache the informers feed (falls back to a dict store if it is missing)."""
-    try:
-        from ha.scheduler.cache import SchedulerCache
-    except ImportError:  # pragma: no cover -- only before the cache existed
-        return None, "dict"
-    return SchedulerCache(), "SchedulerCache"
+    """The scheduler cache the informers feed, wired as every instance wires its own."""
+    from ha.scheduler.wiring import build_cache
+    return build_cache(), "SchedulerCache"
 
 
-class _CacheHandlers:
-    """Informer handlers -> SchedulerCache methods for one kind (or a dict store without a cache).
-    The update handler is the cache's own method (the instance's adapter adds one frame only)."""
+class _DictStore:
+    """The "dict" reader's handlers: the objects by name, no cache (the informer's own cost)."""
 
-    def __init__(self, cache: Any, kind: str, store: dict) -> None:
-        self.cache, self.store = cache, store
-        name = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue"}[kind]
-        if cache is not None:
-            self._add = getattr(cache, f"add_{name}")
-            self.on_update = getattr(cache, f"update_{name}")
-            self._delete = getattr(cache, f"delete_{name}")
-        else:
-            self._add = self._delete = None
+    def __init__(self, store: dict) -> None:
+        self.store = store
 
     def on_add(self, obj, initial):
-        if self._add is not None:
-            self._add(obj)
-        else:
-            self.store[obj["metadata"]["name"]] = obj
+        self.store[obj["metadata"]["name"]] = obj
 
-    def on_update(self, old, new):   # the dict store's (the cache's method replaces it)
+    def on_update(self, old, new):
         self.store[new["metadata"]["name"]] = new
 
     def on_delete(self, obj, tombstone=False):
-        if self._delete is not None:
-            self._delete(obj)
-        else:
-            self.store.pop(obj["metadata"]["name"], None)
+        self.store.pop(obj["metadata"]["name"], None)
+
+
+def _handler(wiring, kind: str, store: dict):
+    return wiring.handlers[kind] if wiring is not None else _DictStore(store)
 
 
 # ------------------------------------------------------------------------------------------------ children
@@ -144,12 +131,12 @@ def _child_raw(url: str, stream: str, start_rv: int, end_rv: int, ready, go, out
     asyncio.run(main())
 
 
-async def _sync_cluster_informers(aapi, cache, store, gc_opts: dict | None = None) -> list:
+async def _sync_cluster_informers(aapi, wiring, store, gc_opts: dict | None = None) -> list:
     from cluster_state.informer import Informer
     infs = []
     for kind in ("Node", "Queue", "PodGroup"):
         inf = Informer(aapi, kind, block_ms=1000, **(gc_opts or {}))
-        inf.add_event_handler(_CacheHandlers(cache, kind, store))
+        inf.add_event_handler(_handler(wiring, kind, store))
         await inf.start()
         infs.append(inf)
     for inf in infs:
@@ -191,14 +178,15 @@ def _child_informer(url: str, start_rv: int, end_rv: int, mode: str, log_path: s
             out.put(("watch", n, time.perf_counter() - t0, 0, 0, time.process_time() - c0))
             await aapi.close()
             return
-        cache, _ = _make_cache()
+        wiring, _ = _make_cache()
         if mode == "dict":
-            cache = None
+            wiring = None
+        cache = wiring.cache if wiring is not None else None
         store: dict = {}
-        others = await _sync_cluster_informers(aapi, cache, store, gc_opts)
+        others = await _sync_cluster_informers(aapi, wiring, store, gc_opts)
         log = DeliveryLog(log_path, keep=False) if log_path else None
         inf = Informer(aapi, "Pod", start_rv=start_rv, block_ms=1000, log=log, **gc_opts)
-        inf.add_event_handler(_CacheHandlers(cache, "Pod", store))
+        inf.add_event_handler(_handler(wiring, "Pod", store))
         ready.put(os.getpid())
         await asyncio.get_running_loop().run_in_executor(None, go.wait)
         c0 = time.process_time()
@@ -247,11 +235,12 @@ def _child_live(url: str, tuned: bool, ready, stop, out) -> None:
 
     async def main() -> None:
         aapi = AsyncApiClient.from_url(url, prefix=PREFIX)
-        cache, _ = _make_cache()
+        wiring, _ = _make_cache()
+        cache = wiring.cache
         store: dict = {}
-        others = await _sync_cluster_informers(aapi, cache, store, gc_opts)
+        others = await _sync_cluster_informers(aapi, wiring, store, gc_opts)
         inf = Informer(aapi, "Pod", block_ms=1000, **gc_opts)
-        inf.add_event_handler(_CacheHandlers(cache, "Pod", store))
+        inf.add_event_handler(_handler(wiring, "Pod", store))
         await inf.start()
         await inf.wait_for_sync(120)
         pauses.max_ms = {0: 0.0, 1: 0.0, 2: 0.0}

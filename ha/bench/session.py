@@ -85,21 +85,12 @@ def workload(n_nodes: int, n_pods: int, n_queues: int, seed: int) -> tuple[list,
 
 def build_cluster(nodes: list, queues: list, podgroups: list, pods: list, profile_name: str = "v1.14"):
     """A SchedulerCache fed through its event handlers, with an in-memory RecordingIO."""
-    from ha.scheduler.cache import SchedulerCache
-    from ha.scheduler.interfaces import RecordingIO
-    from ha.scheduler.profiles import profile
-    io = RecordingIO()
-    cache = SchedulerCache(switches=profile(profile_name), binder=io, evictor=io, status_updater=io,
-                           scheduler_names=("volcano",), default_queue="default")
-    for n in nodes:
-        cache.add_node(n)
-    for q in queues:
-        cache.add_queue(q)
-    for g in podgroups:
-        cache.add_pod_group(g)
-    for p in pods:
-        cache.add_pod(p)
-    return cache, io
+    from ha.scheduler.wiring import build_cache
+    cache, handlers = build_cache(profile=profile_name)
+    for kind, objs in (("Node", nodes), ("Queue", queues), ("PodGroup", podgroups), ("Pod", pods)):
+        for obj in objs:
+            handlers[kind].on_add(obj)
+    return cache, cache.binder
 
 
 def _conf():

@@ -2,7 +2,7 @@
 StatusUpdater and PodGetter (``ha.scheduler.interfaces``) on the API server, plus the bookkeeping the
 testbed needs — every decision recorded, 409s counted, optional lease fencing, and a dry-run mode.
 
-The requests themselves are ``cluster_state.scheduler_io.ApiServerIO`` (Volcano's shapes).
+The requests themselves are ``ha.runtime.scheduler_io.ApiServerIO`` (Volcano's shapes).
 Why synchronous calls (a blocking ``ApiClient`` on the actor's event loop): the cache calls its
 binder synchronously and wants the per-task errors back (``Cache.Bind`` → resyncTask), and the
 cache must not be touched from two threads. One ``bind_many`` Lua call per batch costs about a
@@ -53,14 +53,16 @@ class InstanceIO:
 
     ``context()`` returns (session number, is_leader) for the decision records; ``fence()`` returns
     the leader's Fence or None; ``dry_run()`` says whether writes must only be recorded (shadow
-    standbys). Recorded decisions go to ``record(dict)``.
+    standbys). Recorded decisions go to ``record(dict)``, stamped with ``clock.now()`` (default:
+    the wall clock).
     """
 
     def __init__(self, api, *, instance: str, record: Callable[[dict], None],
                  context: Callable[[], tuple[int, bool]], dry_run: Callable[[], bool] = lambda: False,
                  fence: Callable[[], Any] | None = None, fencing: bool = False,
-                 on_first_bind: Callable[[], None] | None = None, scheduler_name: str = "volcano"):
-        from cluster_state.scheduler_io import ApiServerIO
+                 on_first_bind: Callable[[], None] | None = None, scheduler_name: str = "volcano",
+                 clock: Any = None):
+        from ha.runtime.scheduler_io import ApiServerIO
         self.api = api
         # the Volcano-shaped requests (uid/RV preconditions, evictor conditions) are the informer
         # engineer's ApiServerIO; this class adds decisions, counters, dry run and fencing
@@ -73,12 +75,13 @@ class InstanceIO:
         self.fencing = fencing
         self._on_bind = on_first_bind
         self.counters = IOCounters()
+        self._now = clock.now if clock is not None else time.time   # decision timestamps
 
     # -- helpers -------------------------------------------------------------------------------
     def _rec(self, op: str, pod: str, uid: str | None, node: str | None, ok: bool,
              error: str | None, dry: bool, **extra) -> None:
         session, leader = self._context()
-        self._record({"t": time.time(), "session": session, "instance": self.instance,
+        self._record({"t": self._now(), "session": session, "instance": self.instance,
                       "leader": leader, "dry_run": dry, "op": op, "pod": pod, "uid": uid,
                       "node": node, "ok": ok, "error": error, **extra})
 

@@ -5,6 +5,8 @@ not a different clock *rate*: an instance whose clock runs at 0.5x believes its 
 valid twice as long as it really is. ``ScaledClock(rate)`` reproduces that: ``monotonic()``
 advances ``rate`` seconds per real second, and ``sleep(d)`` sleeps ``d / rate`` real seconds.
 Changing the rate is continuous (no jump): the clock is rebased at the moment of the change.
+``now()`` is the wall clock (seconds since the epoch, unscaled: timestamps in records and the
+scheduler model's time — ``ha.scheduler.interfaces.Clock``).
 """
 from __future__ import annotations
 
@@ -16,10 +18,11 @@ __all__ = ["ScaledClock", "Clock"]
 
 
 class ScaledClock:
-    def __init__(self, rate: float = 1.0, *, real=time.monotonic):
+    def __init__(self, rate: float = 1.0, *, real=time.monotonic, wall=time.time):
         if rate <= 0:
             raise ValueError(f"clock rate must be > 0, got {rate}")
         self._real = real
+        self._wall = wall
         self._lock = threading.Lock()
         self._rate = float(rate)
         self._real0 = real()
@@ -37,6 +40,9 @@ class ScaledClock:
             self._local0 = self._local0 + (now_real - self._real0) * self._rate
             self._real0 = now_real
             self._rate = float(rate)
+
+    def now(self) -> float:
+        return self._wall()
 
     def monotonic(self) -> float:
         with self._lock:

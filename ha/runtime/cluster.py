@@ -14,6 +14,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
+from cluster_state.apiserver import ApiServerConfig
 from ha.runtime.controller import ControllerConfig, JobController
 from ha.runtime.kubelet import Kubelet, KubeletConfig
 from ha.runtime.mirror import KindMirror
@@ -34,6 +35,9 @@ class ClusterConfig:
     workload: WorkloadConfig | None = None
     stamp_write_time: bool = True     # put time.time() into ha-testbed/write-time on creates
     retry_outages_s: float = 0.0      # > 0: API calls retry across Redis outages (redis-restart)
+    # the run's API server configuration (ha.runtime.apiserver.api_server_config(exp)): the
+    # kubelet, controller and workload share one client built under it
+    api_server: ApiServerConfig = field(default_factory=ApiServerConfig)
 
 
 class ClusterSim:
@@ -52,8 +56,7 @@ class ClusterSim:
 
     async def _client(self):
         if self._api is None:
-            from cluster_state.aio import AsyncApiClient
-            self._api = AsyncApiClient.from_url(self.config.redis_url, prefix=self.config.prefix)
+            self._api = self.config.api_server.async_client(self.config.redis_url, self.config.prefix)
             if self.config.retry_outages_s > 0:
                 from chaos.retry import AsyncRetryingApiClient
                 self._api = AsyncRetryingApiClient(self._api, deadline_s=self.config.retry_outages_s)

@@ -13,36 +13,77 @@ log, and an HA mode:
 * ``shadow``: leader-elected, but standbys also run sessions — in dry run: every write is recorded
   as a decision and refused, so the standby's cache resyncs from the API server and stays honest.
 
-``SchedulerInstance`` is plain asyncio (tests, in-process drivers); ``create_instance_actor`` wraps
-it as a Ray async actor that restarts itself after a crash (Ray ``max_restarts``) with a fresh list.
+The parts:
+
+* :class:`SchedulerInstance` — what outlives a restart: the config, the counters, the decision log,
+  the API clients, the chaos port, the restart logic and the queries below. Plain asyncio (tests,
+  in-process drivers, a simulation).
+* ``ha.runtime.incarnation.Incarnation`` — one life: cache, API io, informers, bind worker, session
+  worker, campaign, delivery log, its own tasks. A crash (``FatalCacheError``) or a lost lease
+  (``lost_lease="restart"``) closes it whole and builds the next one (``incarnation`` + 1).
+* ``ha.runtime.chaos_port.ChaosPort`` (``instance.chaos``) — the typed door for the nemesis.
+* :func:`create_instance_actor` — the thin Ray facade: a named async actor that, after a crash,
+  Ray restarts (``max_restarts``) and that then starts itself with a fresh list.
+
+The environment (``ha.runtime.environment``; ``SchedulerInstance(config, env=...)``, default
+``LiveEnvironment``) supplies the clock (``now``/``monotonic``/``sleep``, scaled by the clock-rate
+fault), where blocking work runs (``run_blocking``, the session worker, the bind worker: threads in
+live, inline under a virtual clock in a simulation), the API clients (under the run's
+``cluster_state.apiserver.ApiServerConfig``, see ``InstanceConfig.api_server``) and fresh ids. The
+instance and its incarnations read no system clock and start no thread themselves.
+
+Queries (Ray actor methods; the same coroutines in-process):
+
+* ``digest()``, ``stats(staleness_window=None)``, ``decisions(since=0)``, ``is_leader()``,
+  ``pid()``, ``ping()``, ``wait_synced(timeout)``, ``run_session_now()``, ``wait_binds_done()``,
+  ``set_clock_rate(rate)``, ``start()``, ``stop()``;
+* ``observe(decisions_since) -> {"digest", "stats", "decisions", "staleness_ms", "incarnation",
+  "generation"}`` — one tick of a recorded history in one round trip, read in one loop step:
+  ``digest()``, ``stats()``, ``decisions(decisions_since)``, the raw staleness samples (ms) added
+  since the previous ``observe()`` of this incarnation, the incarnation number and ``generation``
+  (a fresh id per process life: when it changes — a Ray restart — decision ``seq`` starts again
+  at 1, so the caller resets ``decisions_since`` to 0);
+* ``delivery_log(offset=0, size=None, part=None) -> bytes`` — the delivery log's bytes from
+  ``offset`` (at most ``size``; flushed first): ``part=None`` the current incarnation's
+  (``<name>.log``), ``part=k`` an earlier one's (``<name>.k.log``); ``delivery_log_parts()`` lists
+  the file names, oldest first. The driver writes them into its results folder itself: the
+  instance never needs a path of the driver's;
+* ``placement() -> {"node_id", "host", "pid"}`` — where it runs (the Ray node id in an actor, else
+  None);
+* ``chaos_call(method, *args, kinds=None, api=True)`` — the old string dispatch onto the chaos
+  port, kept for drivers that still call it (``set_epoch``, ``activate``, ``deactivate``,
+  ``expire_now``); new code calls the typed ``chaos_set_epoch``/``chaos_activate``/
+  ``chaos_deactivate``/``chaos_expire_now``/``chaos_stats``.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import random
+import shutil
+import socket
+import tempfile
 import threading
-import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
-from collections import OrderedDict, deque
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ha.errors import BadInput
-from ha.runtime.apiio import InstanceIO
-from ha.runtime.clock import ScaledClock
-from ha.runtime.election import LeaderCallbacks, LeaderElectionConfig, LeaderElector
+from ha.runtime.chaos_port import ChaosPort
+from ha.runtime.election import LeaderElectionConfig
+from ha.runtime.environment import LiveEnvironment
+from ha.runtime.incarnation import _FreshStamp, _Samples, Incarnation, percentiles
+from ha.runtime.tasks import OwnedTasks, cancel_and_wait
+from ha.scheduler.wiring import KINDS
 
-__all__ = ["InstanceConfig", "SchedulerInstance", "create_instance_actor", "MODES", "KINDS"]
+__all__ = ["InstanceConfig", "SchedulerInstance", "create_instance_actor", "MODES", "KINDS",
+           "DecisionLog", "percentiles"]
 
 log = logging.getLogger(__name__)
 
 MODES = ("leader-elected", "active-active", "shadow")
-# Informer start order: what pods refer to comes first, so the first pods find their jobs/nodes.
-KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
 _MAX_DECISIONS = 200_000
 
 
@@ -68,6 +109,11 @@ class InstanceConfig:
     clock_rate: float = 1.0
     fencing: bool = False
     lost_lease: str = "restart"
+    # the delivery log (what the informers handed the cache, cluster_state.delivery): kept by the
+    # instance in ``<delivery_log_dir>/delivery/<name>.log`` — by default a temp dir of its own (on
+    # a Ray cluster the driver's results folder is not on this node): the driver fetches it with
+    # delivery_log(); False: no log
+    delivery_log: bool = True
     delivery_log_dir: str | None = None
     informer_options: dict = field(default_factory=dict)
     # the informers' process-wide GC settings: "instance" = cluster_state.informer.
@@ -83,6 +129,10 @@ class InstanceConfig:
     # wrap the synchronous ApiClient in chaos.retry.RetryingApiClient: writes retry across a
     # partition / redis-restart instead of failing (0 = off)
     retry_outages_s: float = 0.0
+    # the run's API server configuration (cluster_state.apiserver.ApiServerConfig); None: derived
+    # from profile + switches (ha.runtime.apiserver.for_profile), so the switch clear_nnn_on_binding
+    # reaches this instance's binder
+    api_server: Any = None
     log_flush_s: float = 0.2            # delivery log flushed this often (a kill loses at most this)
     stop_timeout_s: float = 20.0        # stop() gives up waiting on stuck tasks after this
 
@@ -106,6 +156,10 @@ class InstanceConfig:
                                     renew_deadline=self.lease_renew_deadline,
                                     retry_period=self.lease_retry)
 
+    def api_server_config(self):
+        from ha.runtime.apiserver import for_profile
+        return self.api_server if self.api_server is not None else for_profile(self.profile, self.switches)
+
     @property
     def elected(self) -> bool:
         return self.mode in ("leader-elected", "shadow")
@@ -122,196 +176,63 @@ def _resolve_conf(conf: Any):
     raise BadInput(f"scheduler_conf: expected a SchedulerConf or a dict, got {type(conf).__name__}")
 
 
-async def _stop_informer(inf) -> None:
-    """``inf.stop()``, re-cancelling its tasks while it waits: on Python 3.11 a cancel that lands
-    while redis.asyncio's blocking XREAD is timing out can be swallowed (observed: a reflector kept
-    watching and ``stop()`` never returned). Tasks are found by the informer's task names."""
-    names = {f"reflector-{inf.name}", f"informer-{inf.name}"}
-    stopping = asyncio.ensure_future(inf.stop())
-    while True:
-        done, _ = await asyncio.wait({stopping}, timeout=1.0)
-        if done:
-            stopping.result()
-            return
-        for t in asyncio.all_tasks():
-            if t.get_name() in names and not t.done():
-                t.cancel()
 
 
-class _Samples(deque):
-    """An informer's staleness samples, counting every append (the deque itself is bounded), so
-    a reader can take only the samples added since its last look."""
+class DecisionLog:
+    """Every decision of this process life (binds, evictions, status writes, pipelines), numbered
+    ``seq`` 1, 2, ... across incarnations; bounded (the oldest half dropped past the cap). The
+    session worker and the bind worker both record."""
 
-    def __init__(self, maxlen: int = 100_000):
-        super().__init__((), maxlen)
-        self.total = 0
-
-    def append(self, x) -> None:
-        self.total += 1
-        super().append(x)
-
-
-class _FreshStamp:
-    """``write_time`` for an informer: the write-time annotation only when it changed since the
-    last state of the same object seen here. A write that cannot carry the stamp (a binding, a
-    /status write: the API server keeps metadata) leaves the creator's stamp in place; measuring
-    against that would report the object's age, not the watch's staleness."""
-
-    def __init__(self, cap: int = 200_000):
-        self._last: "OrderedDict[str, Any]" = OrderedDict()
+    def __init__(self, cap: int = _MAX_DECISIONS):
+        self._lock = threading.Lock()
+        self._items: list[dict] = []
+        self._seq = 0
         self._cap = cap
 
-    def __call__(self, obj):
-        from cluster_state.delivery import write_time_of
-        wt = write_time_of(obj)
-        if wt is None:
-            return None
-        uid = (obj.get("metadata") or {}).get("uid")
-        if uid is None:
-            return wt
-        if self._last.get(uid) == wt:
-            return None
-        self._last[uid] = wt
-        self._last.move_to_end(uid)
-        if len(self._last) > self._cap:
-            self._last.popitem(last=False)
-        return wt
+    def record(self, rec: dict) -> None:
+        with self._lock:
+            self._seq += 1
+            rec["seq"] = self._seq
+            self._items.append(rec)
+            if len(self._items) > self._cap:
+                del self._items[: self._cap // 2]
 
-
-def percentiles(samples) -> dict | None:
-    """{p50, p99, max, n} of staleness samples (ms), or None when there are none."""
-    xs = sorted(samples)
-    if not xs:
-        return None
-    n = len(xs)
-
-    def q(p):
-        return round(xs[min(n - 1, max(0, int(math.ceil(p * n)) - 1))], 3)
-    return {"p50": q(0.50), "p99": q(0.99), "max": round(xs[-1], 3), "n": n}
-
-
-class _CacheHandlers:
-    """Informer handlers → cache methods. A FatalCacheError (Volcano: klog.Fatalf → the process
-    exits) is caught here, counted, and turned into an instance restart. (Once per informer event:
-    one frame between the informer and the cache, the exception class looked up once.)"""
-
-    def __init__(self, inst: "SchedulerInstance", cache, kind: str):
-        from ha.scheduler.api.types import FatalCacheError   # with the cache, not at module import
-        self.inst, self.cache = inst, cache
-        self._fatal_error = FatalCacheError
-        name = {"Pod": "pod", "Node": "node", "PodGroup": "pod_group", "Queue": "queue",
-                "PriorityClass": "priority_class"}[kind]
-        self._add = getattr(cache, f"add_{name}")
-        self._update = getattr(cache, f"update_{name}", None)
-        self._delete = getattr(cache, f"delete_{name}")
-
-    def _fatal(self, e: BaseException) -> None:
-        self.inst._fatal(f"informer handler: {e}")
-
-    def on_add(self, obj, is_initial_list=False):
-        try:
-            self._add(obj)
-        except self._fatal_error as e:
-            self._fatal(e)
-
-    def on_update(self, old, new):
-        try:
-            if self._update is None:   # e.g. priority classes without an update handler
-                self._delete(old)
-                self._add(new)
-            else:
-                self._update(old, new)
-        except self._fatal_error as e:
-            self._fatal(e)
-
-    def on_delete(self, obj, tombstone=False):
-        try:
-            self._delete(obj)
-        except self._fatal_error as e:
-            self._fatal(e)
-
-
-class _BindWorker:
-    """Volcano's ``processBindTask`` goroutine: drains the cache's bind queue (``bind_mode=
-    "queued"``; the session's ``add_bind_task`` only updates the cache and enqueues) in its own
-    thread. The binder's I/O runs without the cache lock (``SchedulerCache.bind``), so a bind that
-    retries through a partition blocks neither the session nor the informers. Polls every 20 ms,
-    like Volcano's ``wait.Until(processBindTask, 20ms)``."""
-
-    def __init__(self, cache, name: str, period_s: float = 0.02):
-        self.cache = cache
-        self.period_s = period_s
-        self._stop = threading.Event()
-        self._busy = False
-        self.batches = 0
-        self.errors = 0
-        self.thread = threading.Thread(target=self._run, name=f"{name}-bind", daemon=True)
-
-    def start(self) -> "_BindWorker":
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if not self.cache.bind_queue:     # unlocked peek (a list's truth value is atomic)
-                self._stop.wait(self.period_s)
-                continue
-            self._busy = True
-            try:
-                if self.cache.process_bind_task():
-                    self.batches += 1
-            except BaseException:  # noqa: BLE001 — a bad batch must not end the worker
-                self.errors += 1
-                log.exception("bind worker: processBindTask failed")
-            finally:
-                self._busy = False
-
-    def idle(self) -> bool:
-        return not self._busy and not self.cache.bind_queue
-
-    def stop(self, timeout: float) -> bool:
-        """Stop after the batch in flight; False if it is still stuck in I/O after ``timeout``
-        (a daemon thread: it cannot outlive the process)."""
-        self._stop.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout)
-        return not self.thread.is_alive()
+    def since(self, since: int = 0) -> list[dict]:
+        with self._lock:
+            if not self._items or self._items[-1]["seq"] <= since:
+                return []
+            first = self._items[0]["seq"]          # seqs are contiguous within the kept window
+            start = max(0, since - first + 1)
+            return [dict(d) for d in self._items[start:]]
 
 
 class SchedulerInstance:
     own_process = False   # True in the Ray actor: process-wide settings (GC) are this instance's
 
-    def __init__(self, config: InstanceConfig):
+    def __init__(self, config: InstanceConfig, *, env: Any = None):
         self.cfg = config
+        self.env = env if env is not None else LiveEnvironment(config.clock_rate,
+                                                               own_process=self.own_process)
         self.gc_tuning = config.gc_tuning if config.gc_tuning != "auto" else (
-            "instance" if self.own_process else "default")
-        self.clock = ScaledClock(config.clock_rate)
-        self._rng = random.Random(f"{config.seed}:{config.name}")
-        self._aapi = None            # AsyncApiClient (informers, elector)
-        self._sapi = None            # ApiClient (the cache's synchronous IO)
-        self._tasks: list[asyncio.Task] = []
-        self._started = False
-        self._stopping = False
-        self._incarnation = 0        # bumps on every in-process restart
+            "instance" if self.env.own_process else "default")
+        self.rng = random.Random(f"{config.seed}:{config.name}")
+        self.scheduler_conf = _resolve_conf(config.scheduler_conf)
+        self.generation = uuid.uuid4().hex[:12]   # this process life (a Ray restart: a new one)
+        self.aapi = None             # AsyncApiClient (informers, elector)
+        self.sapi = None             # ApiClient (the cache's synchronous IO), chaos/retry-wrapped
+        self.inc: Incarnation | None = None
+        self.started = False
+        self.stopping = False
+        self._life = OwnedTasks(f"{config.name}-life")   # restarts in progress
         self._restart_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # sessions run in this single worker thread (one at a time) so the event loop keeps
-        # delivering informer events, answering digest()/stats() and renewing the lease
-        self._session_exec: ThreadPoolExecutor | None = None
-        self._session_future: Future | None = None
-        self._decisions_lock = threading.Lock()
-        # per-incarnation state
-        self.bind_worker: _BindWorker | None = None
-        # called with the session after its actions, before close, on the session thread
+        self.chaos = ChaosPort(config.name)
+        self.decisions_log = DecisionLog()
+        # called with the session after its actions, before close, on the session worker
         # (ha.scheduler.scheduler.run_session's session_hook; tests slow sessions down with it)
         self.session_hook = None
-        self.cache = None
-        self.io: InstanceIO | None = None
-        self.scheduler = None
-        self.informers: dict[str, Any] = {}
-        self._informers_started = False
-        self.delivery_log = None
-        self.elector: LeaderElector | None = None
+        self._log_dir: str | None = None
+        self._incarnations_begun = 0
         # counters that survive in-process restarts
         self.sessions = 0
         self.session_errors = 0
@@ -325,404 +246,265 @@ class SchedulerInstance:
         self.first_bind_after_leading_at: float | None = None
         self.last_session_ms: float | None = None
         self.started_at: float | None = None
-        self._prev_io = None              # counters of earlier incarnations
-        self._io_totals: dict[str, int] = {}
-        self._decisions: list[dict] = []
-        self._seq = 0
-        self._last_error: str | None = None
-        # chaos: watch hooks of the current incarnation, the API chaos (survives restarts), the
-        # epoch set_epoch was last called with (new incarnations' hooks get it too)
-        self._chaos_hooks: dict[str, Any] = {}
-        self._chaos_epoch: float | None = None
-        self.api_chaos = None
+        self.last_error: str | None = None
+        self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
         self._stale_seen: dict[str, dict[str, int]] = {}
-        self._stale_totals_prev: dict[str, int] = {}   # samples of earlier incarnations, per kind
 
-    # ================================================================================ lifecycle
+    # ============================================================================ the current life
+    @property
+    def incarnation(self) -> int:
+        return self.inc.number if self.inc is not None else max(0, self._incarnations_begun - 1)
+
+    _incarnation = incarnation   # the name older tests use
+
+    @property
+    def cache(self):
+        return self.inc.cache if self.inc is not None else None
+
+    @property
+    def io(self):
+        return self.inc.io if self.inc is not None else None
+
+    @property
+    def scheduler(self):
+        return self.inc.scheduler if self.inc is not None else None
+
+    @property
+    def informers(self) -> dict[str, Any]:
+        return self.inc.informers if self.inc is not None else {}
+
+    @property
+    def bind_worker(self):
+        return self.inc.bind_worker if self.inc is not None else None
+
+    @property
+    def delivery_log_file(self):
+        return self.inc.delivery_log if self.inc is not None else None
+
+    @property
+    def elector(self):
+        return self.inc.elector if self.inc is not None else None
+
+    @property
+    def api_chaos(self):
+        return self.chaos.api_chaos
+
+    def is_leader_now(self) -> bool:
+        return self.inc is not None and self.inc.is_leader()
+
+    def synced(self) -> bool:
+        return self.inc is not None and self.inc.synced()
+
+    _synced = synced
+
+    # ============================================================================ lifecycle
     async def start(self) -> None:
-        if self._started:
+        if self.started:
             return
-        from cluster_state.aio import AsyncApiClient
-        from cluster_state.client import ApiClient
-        self._started = True
-        self._stopping = False
+        self.started = True
+        self.stopping = False
         self._restart_lock = asyncio.Lock()
         self._loop = asyncio.get_running_loop()
-        self._session_exec = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.cfg.name}-session")
-        self.started_at = time.time()
-        self._aapi = AsyncApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix)
-        self._sapi = self._wrap_sync_api(ApiClient.from_url(self.cfg.redis_url, prefix=self.cfg.prefix))
-        await self._boot()
+        self.started_at = self.env.clock.now()
+        aapi, sapi = self.env.api_clients(self.cfg.api_server_config(), self.cfg.redis_url, self.cfg.prefix)
+        self.aapi, self.sapi = aapi, self._wrap_sync_api(sapi)
+        await self._begin()
 
     def _wrap_sync_api(self, api):
         """Chaos on the instance's own writes (inside), retries across outages (outside): a
         retried write is a new call, so it draws its own latency / conflict coin."""
         from chaos.injectors.api import API_FAULTS
-        if any(sf.name in API_FAULTS for sf in self.cfg.chaos_faults) or self.api_chaos is not None:
+        if any(sf.name in API_FAULTS for sf in self.cfg.chaos_faults) or self.chaos.api_chaos is not None:
             from chaos.injectors.api import ApiChaos, ChaosApiClient
-            if self.api_chaos is None:
-                self.api_chaos = ApiChaos(self.cfg.name, self.cfg.chaos_faults)
-                if self._chaos_epoch is not None:
-                    self.api_chaos.set_epoch(self._chaos_epoch)
-            api = ChaosApiClient(api, self.api_chaos)
+            if self.chaos.api_chaos is None:
+                self.chaos.set_api_chaos(ApiChaos(self.cfg.name, self.cfg.chaos_faults))
+            api = ChaosApiClient(api, self.chaos.api_chaos)
         if self.cfg.retry_outages_s > 0:
             from chaos.retry import RetryingApiClient
             api = RetryingApiClient(api, deadline_s=self.cfg.retry_outages_s)
+            self.chaos.retry_stats = lambda: getattr(api, "retry_stats", None)
         return api
 
-    async def _boot(self) -> None:
-        """Build a fresh incarnation (cache, IO, informers, loops) and start it."""
-        self._build()
-        self.bind_worker = _BindWorker(self.cache, self.cfg.name).start()
-        if not self.cfg.elected or self.cfg.standby == "warm":
-            await self._start_informers()
-        self._tasks.append(asyncio.create_task(self._session_loop(), name=f"{self.cfg.name}-sessions"))
-        if self.cfg.elected:
-            self._tasks.append(asyncio.create_task(self._campaign(), name=f"{self.cfg.name}-election"))
-        if self.delivery_log is not None and self.cfg.log_flush_s > 0:
-            self._tasks.append(asyncio.create_task(self._flush_loop(), name=f"{self.cfg.name}-log-flush"))
+    async def _begin(self) -> None:
+        """Build the next incarnation and start it."""
+        number = self._incarnations_begun
+        self._incarnations_begun += 1
+        self.inc = Incarnation(self, number)
+        await self.inc.start()
 
-    async def _flush_loop(self) -> None:
-        """Flush the delivery log every ``log_flush_s``: a SIGKILLed instance keeps its log up to
-        a moment ago (the log buffers records in memory between flushes)."""
-        while True:
-            await asyncio.sleep(self.cfg.log_flush_s)
-            log_ = self.delivery_log
-            if log_ is not None:
-                try:
-                    log_.flush()
-                except (OSError, ValueError):   # closed under us by a restart
-                    pass
+    async def _end(self) -> None:
+        """Close the current incarnation; its io counters join the totals."""
+        inc = self.inc
+        if inc is None:
+            return
+        await inc.close(self.cfg.stop_timeout_s)
+        for k, v in asdict(inc.io.counters).items():
+            self._io_totals[k] = self._io_totals.get(k, 0) + v
+        self.inc = None
 
     async def stop(self) -> None:
-        if not self._started:
+        if not self.started:
             return
-        self._stopping = True
-        # bounded: redis-py's asyncio client can swallow a cancel that lands inside a blocking
-        # call (then a task never ends); past the timeout, cancel whatever is left again and go on
-        td = asyncio.ensure_future(self._teardown())
-        deadline = time.monotonic() + self.cfg.stop_timeout_s
-        while not td.done():
-            done, _ = await asyncio.wait({td}, timeout=1.0)
-            if done:
-                break
-            me = asyncio.current_task()
-            for t in asyncio.all_tasks():
-                if t is not me and t is not td and not t.done() and \
-                        t.get_name().startswith((f"{self.cfg.name}-", f"reflector-{self.cfg.name}/",
-                                                 f"informer-{self.cfg.name}/", f"watch-chaos-{self.cfg.name}-")):
-                    t.cancel()
-            if time.monotonic() > deadline:
-                log.warning("%s: stop() timed out after %.0fs; leaving stuck tasks behind",
-                            self.cfg.name, self.cfg.stop_timeout_s)
-                td.cancel()
-                if self.delivery_log is not None:
-                    self.delivery_log.close()
-                break
-        try:
-            td.result()
-        except (asyncio.CancelledError, asyncio.InvalidStateError):
-            pass
-        except Exception:  # noqa: BLE001
-            log.exception("%s: teardown failed", self.cfg.name)
-        if self._session_exec is not None:
-            self._session_exec.shutdown(wait=False, cancel_futures=True)
-            self._session_exec = None
-        for api in (self._aapi, self._sapi):
+        self.stopping = True
+        timeout = self.cfg.stop_timeout_s
+        stuck = await self._life.close(timeout)
+        if stuck:
+            log.warning("%s: restart still running after %.0fs; left behind", self.cfg.name, timeout)
+        ending = asyncio.ensure_future(self._end())
+        done, _ = await asyncio.wait({ending}, timeout=timeout)
+        if not done:
+            log.warning("%s: stop() timed out; leaving stuck tasks behind", self.cfg.name)
+            await cancel_and_wait([ending], 1.0)
+            inc, self.inc = self.inc, None
+            if inc is not None and inc.delivery_log is not None:
+                inc.delivery_log.close()
+        else:
+            try:
+                ending.result()
+            except Exception:  # noqa: BLE001
+                log.exception("%s: teardown failed", self.cfg.name)
+        for api in (self.aapi, self.sapi):
             try:
                 res = api.close()
                 if asyncio.iscoroutine(res):
                     await res
             except Exception:  # noqa: BLE001
                 pass
-        self._aapi = self._sapi = None
-        self._started = False
-
-    async def _teardown(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        me = asyncio.current_task()
-        for t in tasks:
-            if t is not me:
-                t.cancel()
-        for t in tasks:
-            if t is me:
-                continue
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # noqa: BLE001
-                log.exception("%s: task ended with an error", self.cfg.name)
-        await self._stop_workers()
-        await self._stop_informers()
-        for k, inf in self.informers.items():
-            samples = getattr(inf, "staleness_ms", None)
-            if isinstance(samples, _Samples):
-                self._stale_totals_prev[k] = self._stale_totals_prev.get(k, 0) + samples.total
-        if self.io is not None:
-            for k, v in asdict(self.io.counters).items():
-                self._io_totals[k] = self._io_totals.get(k, 0) + v
-            self.io = None
-        if self.delivery_log is not None:
-            self.delivery_log.close()
-
-    async def _stop_workers(self) -> None:
-        """The session in flight finishes (a thread cannot be cancelled; bounded wait), then the
-        bind worker stops after its batch in flight. Past the bounds they are left behind as
-        daemon threads working on the dropped incarnation's cache."""
-        bound = max(1.0, self.cfg.stop_timeout_s / 2)
-        fut = self._session_future
-        if fut is not None and not fut.done():
-            done, _ = await asyncio.wait({asyncio.wrap_future(fut)}, timeout=bound)
-            if not done:
-                log.warning("%s: session still running after %.0fs; leaving it behind", self.cfg.name, bound)
-        bw, self.bind_worker = self.bind_worker, None
-        if bw is not None:
-            if not await asyncio.to_thread(bw.stop, bound):
-                log.warning("%s: bind worker still in I/O after %.0fs; leaving it behind", self.cfg.name, bound)
+        self.aapi = self.sapi = None
+        self.started = False
 
     async def _restart(self, reason: str) -> None:
-        """What a process restart does: drop everything, list afresh."""
-        if self._stopping:
+        """What a process restart does: drop the whole incarnation, list afresh."""
+        if self.stopping:
             return
         async with self._restart_lock:
-            if self._stopping:
+            if self.stopping:
                 return
             log.warning("%s: restarting (%s)", self.cfg.name, reason)
             self.restarts += 1
-            if self.elector is not None:
+            el = self.elector
+            if el is not None:
                 # a crash (Volcano: klog.Fatalf → exit) releases nothing: the lease stays held
                 # until it expires, then any candidate — this one under a new identity — takes it
-                self.elector.abandon()
-            await self._teardown()
-            self._incarnation += 1
-            await self._boot()
+                el.abandon()
+            await self._end()
+            await self._begin()
 
-    def _fatal(self, msg: str) -> None:
+    def restart_soon(self, reason: str) -> None:
+        """Schedule a restart (from the loop; the caller may belong to the life it ends)."""
+        self._life.spawn(self._restart(reason), "restart")
+
+    def fatal(self, msg: str) -> None:
+        """A FatalCacheError (Volcano: klog.Fatalf, the process exits): counted, then a restart.
+        Callable from the loop (informer handlers) and from the session worker."""
         self.fatal_cache_errors += 1
-        self._last_error = f"fatal: {msg}"
+        self.last_error = f"fatal: {msg}"
         log.error("%s: fatal cache error: %s", self.cfg.name, msg)
-        loop = self._loop
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        loop = self._loop
         if running is not None:
-            running.create_task(self._restart("fatal cache error"))
-        elif loop is not None and not loop.is_closed():   # from the session thread
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._restart("fatal cache error")))
+            self.restart_soon("fatal cache error")
+        elif loop is not None and not loop.is_closed():   # from the session worker's thread
+            loop.call_soon_threadsafe(self.restart_soon, "fatal cache error")
 
-    # ================================================================================ building
-    def _build(self) -> None:
-        from cluster_state.delivery import DeliveryLog
-        from cluster_state.informer import Informer, instance_gc_options
-        from ha.scheduler.cache import SchedulerCache
-        from ha.scheduler.profiles import profile
-        from ha.scheduler.scheduler import Scheduler
-        cfg = self.cfg
-        switches = profile(cfg.profile).with_(**cfg.switches) if cfg.switches else profile(cfg.profile)
-        inc = self._incarnation
-
-        def context():
-            return self.sessions, self.is_leader_now()
-
-        self.io = InstanceIO(self._sapi, instance=cfg.name, record=self._record, context=context,
-                             dry_run=lambda: cfg.mode == "shadow" and not self.is_leader_now(),
-                             fence=lambda: self.elector.fence() if self.elector else None,
-                             fencing=cfg.fencing and cfg.elected, on_first_bind=self._on_bind,
-                             scheduler_name=cfg.scheduler_name)
-        self.cache = SchedulerCache(switches=switches, binder=self.io, evictor=self.io,
-                                    status_updater=self.io, scheduler_names=(cfg.scheduler_name,),
-                                    default_queue=cfg.default_queue, pod_getter=self.io,
-                                    bind_mode="queued", batch_num=1_000_000)
-        self.scheduler = Scheduler(self.cache, _resolve_conf(cfg.scheduler_conf),
-                                   seed=cfg.seed * 1_000_003 + inc)
-        self.delivery_log = None
-        if cfg.delivery_log_dir:
-            path = os.path.join(cfg.delivery_log_dir, "delivery", f"{cfg.name}.log")
-            if os.path.exists(path):   # keep earlier incarnations' logs next to the current one
-                k = 1
-                while os.path.exists(os.path.join(cfg.delivery_log_dir, "delivery", f"{cfg.name}.{k}.log")):
-                    k += 1
-                os.replace(path, os.path.join(cfg.delivery_log_dir, "delivery", f"{cfg.name}.{k}.log"))
-            self.delivery_log = DeliveryLog.for_instance(cfg.delivery_log_dir, cfg.name, keep=False)
-        opts = dict(cfg.informer_options)
-        # chaos: a DeliveryHook per kind; factories (kind -> zero-arg callable) are preferred, since
-        # every incarnation needs fresh hooks and callables travel to Ray actors more safely
-        hooks = opts.pop("hooks", {}) or {}
-        factories = opts.pop("hook_factories", {}) or {}
-        self.informers = {}
-        self._chaos_hooks = {}
-        gc_tuning = self.gc_tuning
-        for kind in KINDS:
-            hook = factories[kind]() if kind in factories else hooks.get(kind)
-            if hook is not None:
-                self._chaos_hooks[kind] = hook
-                if self._chaos_epoch is not None and hasattr(hook, "set_epoch"):
-                    hook.set_epoch(self._chaos_epoch)   # a new incarnation keeps the schedule
-            kw = dict(opts)
-            kw.setdefault("write_time", _FreshStamp())
-            if gc_tuning == "instance":
-                for k, v in instance_gc_options().items():
-                    kw.setdefault(k, v)
-            inf = Informer(self._aapi, kind, log=self.delivery_log, name=f"{cfg.name}/{kind}",
-                           hook=hook, **kw)
-            inf.staleness_ms = _Samples(inf.staleness_ms.maxlen or 100_000)
-            inf.add_event_handler(_CacheHandlers(self, self.cache, kind))
-            self.informers[kind] = inf
-        self._informers_started = False
-
-    async def _start_informers(self) -> bool:
-        """Start every informer and wait for their first lists (WaitForCacheSync)."""
-        if not self._informers_started:
-            self._informers_started = True
-            for kind in KINDS:   # in order, each synced before the next: pods find their jobs
-                inf = self.informers[kind]
-                await inf.start()
-                await inf.wait_for_sync(self.cfg.sync_timeout_s)
-        return all(i.has_synced() for i in self.informers.values())
-
-    async def _stop_informers(self) -> None:
-        infs = list(self.informers.values())
-        for inf in reversed(infs):
-            try:
-                await _stop_informer(inf)
-            except Exception:  # noqa: BLE001
-                log.exception("%s: informer stop failed", self.cfg.name)
-        self._informers_started = False
-
-    def _synced(self) -> bool:
-        return self._informers_started and all(i.has_synced() for i in self.informers.values())
-
-    # ================================================================================ election
-    def is_leader_now(self) -> bool:
-        return self.elector is not None and self.elector.is_leader()
-
-    async def _campaign(self) -> None:
-        cfg = self.cfg
-        while not self._stopping:
-            # like Volcano/kube-scheduler (hostname + "_" + uuid): a restarted process must not
-            # find the lease "already its own" and resume a term it never saw begin
-            identity = f"{cfg.name}_{uuid.uuid4().hex[:8]}"
-            self.elector = LeaderElector(
-                self._aapi, cfg.election_config(identity),
-                LeaderCallbacks(on_started_leading=self._on_started_leading,
-                                on_stopped_leading=self._on_stopped_leading),
-                clock=self.clock, rng=self._rng)
-            await self.elector.run()     # returns when the lease is lost
-            self.elections_lost += 1
-            if self._stopping:
-                return
-            if cfg.lost_lease == "restart":
-                asyncio.get_running_loop().create_task(self._restart("leader election lost"))
-                return
-
-    async def _on_started_leading(self, fence) -> None:
-        self.leader_transitions += 1
-        self.became_leader_at = time.time()
-        self.first_bind_after_leading_at = None
-        if not self._informers_started:          # cold standby: list now (Volcano's failover)
-            await self._start_informers()
-
-    def _on_stopped_leading(self) -> None:
-        pass
+    _fatal = fatal
 
     def _on_bind(self) -> None:
         if self.first_bind_after_leading_at is None and self.became_leader_at is not None:
-            self.first_bind_after_leading_at = time.time()
+            self.first_bind_after_leading_at = self.env.clock.now()
 
-    # ================================================================================ sessions
-    def _should_schedule(self) -> bool:
-        if not self._synced():
-            return False
-        if self.cfg.mode == "active-active":
-            return True
-        if self.cfg.mode == "shadow":
-            return True
-        return self.is_leader_now()
+    # ============================================================================ delivery log
+    def _open_delivery_log(self):
+        """The next incarnation's delivery log; earlier incarnations' logs stay beside it."""
+        if not self.cfg.delivery_log:
+            return None
+        from cluster_state.delivery import DeliveryLog
+        root = self._log_root()
+        d = os.path.join(root, "delivery")
+        name = self.cfg.name
+        path = os.path.join(d, f"{name}.log")
+        if os.path.exists(path):   # keep earlier incarnations' logs next to the current one
+            k = 1
+            while os.path.exists(os.path.join(d, f"{name}.{k}.log")):
+                k += 1
+            os.replace(path, os.path.join(d, f"{name}.{k}.log"))
+        return DeliveryLog.for_instance(root, name, keep=False)
 
-    async def _session_loop(self) -> None:
-        while True:
-            await self.clock.sleep(self.cfg.period_s)
-            if not self._should_schedule():
-                continue
+    def _log_root(self) -> str:
+        if self._log_dir is None:
+            if self.cfg.delivery_log_dir:
+                self._log_dir = self.cfg.delivery_log_dir
+            else:   # the instance's own: removed when this object goes (or the process exits)
+                self._log_dir = tempfile.mkdtemp(prefix=f"ha-{self.cfg.name}-")
+                weakref.finalize(self, shutil.rmtree, self._log_dir, True)
+        return self._log_dir
+
+    def _log_parts(self) -> list[str]:
+        if self._log_dir is None:
+            return []
+        d = os.path.join(self._log_dir, "delivery")
+        name = self.cfg.name
+        ks = []
+        for f in os.listdir(d) if os.path.isdir(d) else ():
+            mid = f[len(name) + 1:-4] if f.startswith(name + ".") and f.endswith(".log") else None
+            if mid is not None and mid.isdigit():
+                ks.append(int(mid))
+        parts = [f"{name}.{k}.log" for k in sorted(ks)]
+        if os.path.exists(os.path.join(d, f"{name}.log")):
+            parts.append(f"{name}.log")
+        return parts
+
+    async def delivery_log_parts(self) -> list[str]:
+        """The delivery log files, oldest incarnation first, the current one (``<name>.log``) last."""
+        return self._log_parts()
+
+    async def delivery_log(self, offset: int = 0, size: int | None = None, part: int | None = None) -> bytes:
+        """Bytes of a delivery log from ``offset`` (at most ``size``): ``part=None`` the current
+        incarnation's, ``part=k`` ``<name>.k.log``. b"" past the end or without a log."""
+        if self._log_dir is None:
+            return b""
+        cur = self.delivery_log_file
+        if part is None and cur is not None:
             try:
-                await self._run_session_in_thread()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 — a bad session must not stop the scheduler
-                self.errors += 1
-                self._last_error = repr(e)
-                log.exception("%s: session failed", self.cfg.name)
+                cur.flush()
+            except (OSError, ValueError):
+                pass
+        fname = f"{self.cfg.name}.log" if part is None else f"{self.cfg.name}.{int(part)}.log"
+        path = os.path.join(self._log_dir, "delivery", fname)
+        if not os.path.exists(path):
+            return b""
+        with open(path, "rb") as f:
+            f.seek(max(0, int(offset)))
+            return f.read() if size is None else f.read(max(0, int(size)))
 
-    async def _run_session_in_thread(self, flush_binds: bool = False):
-        """``run_session`` in the session thread; the loop stays free meanwhile (Volcano: the
-        informers' goroutines keep applying events under the cache mutex during a session)."""
-        ex = self._session_exec
-        if ex is None:
-            raise RuntimeError(f"{self.cfg.name}: not started")
-        fut = ex.submit(self.run_session, flush_binds=flush_binds)
-        self._session_future = fut
-        return await asyncio.wrap_future(fut)
+    async def delivery_log_path(self) -> str | None:
+        """The current log's path on the instance's node (compatibility: prefer delivery_log())."""
+        cur = self.delivery_log_file
+        return cur.path if cur is not None else None
 
-    def run_session(self, *, flush_binds: bool = True):
-        """One session (the session loop runs it on the session thread). It works on its
-        snapshot; the cache is shared with the informers (loop thread) and the bind worker
-        through the cache's lock. ``flush_binds`` (direct callers, step-wise drivers): return
-        only once this session's binds are written or failed, as the old inline binder did;
-        the session loop leaves them to the bind worker, like Volcano."""
-        cache, scheduler = self.cache, self.scheduler   # this incarnation's, even if it restarts
-        res = scheduler.run_once(session_hook=self.session_hook)
-        if flush_binds:
-            self._flush_binds(cache)
-        # oracles (allocation drift, wasted evictions) need the session's pipeline decisions,
-        # which v1.14 never writes anywhere; recorded with this session's number
-        leader = self.is_leader_now()
-        dry = self.cfg.mode == "shadow" and not leader
-        for key, node in res.pipelined.items():
-            self._record({"t": time.time(), "session": self.sessions, "instance": self.cfg.name,
-                          "leader": leader, "dry_run": dry, "op": "pipeline", "pod": key, "uid": None,
-                          "node": node, "ok": True, "error": None})
-        self.sessions += 1
-        self.last_session_ms = res.duration_s * 1000.0
-        self.session_errors += len(res.errors)
-        if res.fatal:
-            self._fatal(f"session: {res.fatal}")
-        elif res.panic:
-            self.panics += 1
-            self.errors += 1
-            self._last_error = f"panic: {res.panic}"
-        else:
-            cache.process_resync_task()
-            cache.process_cleanup_job()
-        return res
-
-    # ================================================================================ records
-    def _record(self, rec: dict) -> None:
-        with self._decisions_lock:   # the session thread and the bind worker both record
-            self._seq += 1
-            rec["seq"] = self._seq
-            self._decisions.append(rec)
-            if len(self._decisions) > _MAX_DECISIONS:
-                del self._decisions[: _MAX_DECISIONS // 2]
-
-    # ================================================================================ queries
+    # ============================================================================ queries
     async def digest(self) -> dict:
-        d = self.cache.digest() if self.cache is not None else {"tasks": {}, "nodes": {}}
+        cache = self.cache
+        d = cache.digest() if cache is not None else {"tasks": {}, "nodes": {}}
         d["name"] = self.cfg.name
         d["rvs"] = {k: i.delivered_rv for k, i in self.informers.items()}
         d["is_leader"] = self.is_leader_now()
         d["sessions"] = self.sessions
-        d["synced"] = self._synced()
+        d["synced"] = self.synced()
         # the delivery log position this digest reflects: replay up to it rebuilds this cache
         # (``ha-testbed replay --until-seq``); read in the same loop step as the cache
-        d["log_seq"] = self.delivery_log.seq if self.delivery_log is not None else None
-        d["incarnation"] = self._incarnation
-        d["t"] = time.time()
+        lg = self.delivery_log_file
+        d["log_seq"] = lg.seq if lg is not None else None
+        d["incarnation"] = self.incarnation
+        d["t"] = self.env.clock.now()
         return d
 
     def _io_counter(self, name: str) -> int:
-        cur = getattr(self.io.counters, name) if self.io is not None else 0
+        io = self.io
+        cur = getattr(io.counters, name) if io is not None else 0
         return self._io_totals.get(name, 0) + cur
 
     def staleness(self, window: str | None = None) -> dict:
@@ -732,63 +514,28 @@ class SchedulerInstance:
         all_samples: list[float] = []
         fresh: list[float] = []
         seen = self._stale_seen.setdefault(window, {}) if window else None
-        inc = self._incarnation
-        for k, inf in self.informers.items():
-            s = inf.staleness_ms
+        inc = self.incarnation
+        for k, s in (self.inc.staleness_samples() if self.inc is not None else {}).items():
             all_samples.extend(s)
             if seen is not None:
-                total = getattr(s, "total", len(s))
                 key = f"{inc}:{k}"
-                new = total - seen.get(key, 0)
-                seen[key] = total
-                if new > 0:
-                    fresh.extend(list(s)[-min(new, len(s)):])
+                fresh.extend(s.since(seen.get(key, 0)) if isinstance(s, _Samples) else [])
+                seen[key] = getattr(s, "total", len(s))
         out = {"all": percentiles(all_samples)}
         if window:
             out["window"] = percentiles(fresh)
         return out
 
-    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
-        """Call ``method(*args)`` on each chaos watch hook (of ``kinds``, default all) and, with
-        ``api``, on the API chaos -- where they have it. ``set_epoch`` is remembered, so hooks of
-        later incarnations get it too. Returns {kind or "api": result}."""
-        if method == "set_epoch" and args:
-            self._chaos_epoch = float(args[0])
-        out: dict[str, Any] = {}
-        for k, h in list(self._chaos_hooks.items()):
-            if kinds is not None and k not in kinds:
-                continue
-            fn = getattr(h, method, None)
-            if callable(fn):
-                r = fn(*args)
-                if asyncio.iscoroutine(r):
-                    r = await r
-                out[k] = r
-        if api and self.api_chaos is not None:
-            fn = getattr(self.api_chaos, method, None)
-            if callable(fn):
-                out["api"] = fn(*args)
-        return out
-
     def chaos_stats(self) -> dict:
-        out: dict[str, Any] = {}
-        for k, h in self._chaos_hooks.items():
-            st = getattr(h, "stats", None)
-            if st is not None and hasattr(st, "as_dict"):
-                out[k] = st.as_dict()
-        if self.api_chaos is not None:
-            out["api"] = dict(self.api_chaos.stats)
-        rs = getattr(self._sapi, "retry_stats", None)
-        if rs is not None:
-            out["retry"] = rs.as_dict()
-        return out
+        return self.chaos.stats()
 
     async def stats(self, staleness_window: str | None = None) -> dict:
         el = self.elector
         lease_transitions = None
         if el is not None and el._observed is not None:
             lease_transitions = (el._observed.get("spec") or {}).get("leaseTransitions")
-        cache_stats = dict(self.cache.stats) if self.cache is not None else {}
+        cache = self.cache
+        cache_stats = dict(cache.stats) if cache is not None else {}
         out = {"name": self.cfg.name, "pid": os.getpid(), "mode": self.cfg.mode,
                "standby": self.cfg.standby, "sessions": self.sessions,
                "is_leader": self.is_leader_now(), "leader_transitions": self.leader_transitions,
@@ -797,13 +544,13 @@ class SchedulerInstance:
                "identity": el.identity if el is not None else None,
                "errors": self.errors, "session_errors": self.session_errors,
                "fatal_cache_errors": self.fatal_cache_errors, "panics": self.panics,
-               "restarts": self.restarts, "incarnation": self._incarnation,
+               "restarts": self.restarts, "incarnation": self.incarnation,
                "became_leader_at": self.became_leader_at,
                "first_bind_after_leading_at": self.first_bind_after_leading_at,
                "last_session_ms": self.last_session_ms, "started_at": self.started_at,
-               "synced": self._synced(), "clock_rate": self.clock.rate, "gc_tuning": self.gc_tuning,
-               "last_error": self._last_error, "cache": cache_stats,
-               "bind_queue": len(self.cache.bind_queue) if self.cache is not None else 0,
+               "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
+               "last_error": self.last_error, "cache": cache_stats,
+               "bind_queue": len(cache.bind_queue) if cache is not None else 0,
                "informers": {k: i.stats.as_dict() if hasattr(i.stats, "as_dict") else {}
                              for k, i in self.informers.items()}}
         for name in ("binds", "bind_conflicts", "bind_errors", "evictions", "evict_errors",
@@ -814,23 +561,53 @@ class SchedulerInstance:
         if staleness_window:
             out["staleness_window_ms"] = st["window"]
         out["chaos"] = self.chaos_stats()
-        out["log_seq"] = self.delivery_log.seq if self.delivery_log is not None else None
+        lg = self.delivery_log_file
+        out["log_seq"] = lg.seq if lg is not None else None
         return out
 
     async def decisions(self, since: int = 0) -> list[dict]:
-        with self._decisions_lock:
-            if not self._decisions or self._decisions[-1]["seq"] <= since:
-                return []
-            # seqs are contiguous within the kept window
-            first = self._decisions[0]["seq"]
-            start = max(0, since - first + 1)
-            return [dict(d) for d in self._decisions[start:]]
+        return self.decisions_log.since(since)
 
-    async def delivery_log_path(self) -> str | None:
-        return self.delivery_log.path if self.delivery_log is not None else None
+    async def observe(self, decisions_since: int = 0) -> dict:
+        """One tick of the recorded history in one call (see the module docstring)."""
+        inc = self.inc
+        return {"digest": await self.digest(), "stats": await self.stats(),
+                "decisions": self.decisions_log.since(decisions_since),
+                "staleness_ms": inc.staleness_since_last_observe() if inc is not None else [],
+                "incarnation": self.incarnation, "generation": self.generation}
 
+    def _node_id(self) -> str | None:
+        return None   # the Ray facade knows its node
+
+    async def placement(self) -> dict:
+        return {"node_id": self._node_id(), "host": socket.gethostname(), "pid": os.getpid()}
+
+    # ============================================================================ chaos port
+    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
+        """Compatibility: the old string dispatch (``set_epoch``, ``activate``, ``deactivate``,
+        ``expire_now``) onto :attr:`chaos`; ``kinds=[]`` reaches no watch hook. Returns {kind or
+        "api": result}. New drivers call the typed ``chaos_*`` methods."""
+        return await self.chaos.call(method, *args, kinds=kinds, api=api)
+
+    async def chaos_set_epoch(self, t0_wall: float) -> dict:
+        return await self.chaos.set_epoch(t0_wall)
+
+    async def chaos_activate(self, sf, watch: bool = True, api: bool = True, kinds: list | None = None) -> dict:
+        return await self.chaos.activate(sf, watch=watch, api=api, kinds=kinds)
+
+    async def chaos_deactivate(self, index: int, watch: bool = True, api: bool = True,
+                               kinds: list | None = None) -> dict:
+        return await self.chaos.deactivate(index, watch=watch, api=api, kinds=kinds)
+
+    async def chaos_expire_now(self, kinds: list | None = None) -> dict:
+        return await self.chaos.expire_now(kinds)
+
+    async def chaos_stats_now(self) -> dict:
+        return self.chaos.stats()
+
+    # ============================================================================ control
     async def set_clock_rate(self, rate: float) -> None:
-        self.clock.set_rate(rate)
+        self.env.clock.set_rate(rate)
 
     async def pid(self) -> int:
         return os.getpid()
@@ -839,37 +616,39 @@ class SchedulerInstance:
         return self.is_leader_now()
 
     async def wait_synced(self, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._synced():
+        clock = self.env.clock
+        deadline = clock.monotonic() + timeout
+        while clock.monotonic() < deadline:
+            if self.synced():
                 return True
-            await asyncio.sleep(0.05)
-        return self._synced()
+            await clock.sleep(0.05)
+        return self.synced()
+
+    def run_session(self, *, flush_binds: bool = True):
+        """One session of the current incarnation, in the caller's thread (step-wise drivers)."""
+        if self.inc is None:
+            raise RuntimeError(f"{self.cfg.name}: not started")
+        return self.inc.session(flush_binds=flush_binds)
 
     async def run_session_now(self) -> dict | None:
         """Run one session at once if this instance may schedule now (tests, step-wise drivers);
         None if it may not (not synced, or a standby in leader-elected mode)."""
-        if not self._should_schedule():
+        inc = self.inc
+        if inc is None or not inc.should_schedule():
             return None
-        res = await self._run_session_in_thread(flush_binds=True)
+        res = await inc.run_session(flush_binds=True)
         return res.to_dict()
-
-    def _flush_binds(self, cache, timeout: float = 120.0) -> None:
-        cache.process_bind_task()          # what is still queued, in this thread
-        bw = self.bind_worker              # and the batch the worker may have in flight
-        deadline = time.monotonic() + timeout
-        while bw is not None and bw.cache is cache and not bw.idle() and time.monotonic() < deadline:
-            time.sleep(0.005)
 
     async def wait_binds_done(self, timeout: float = 60.0) -> bool:
         """True once the bind worker has drained the bind queue (step-wise drivers: a session's
         binds are then written, or failed and queued for resync)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        clock = self.env.clock
+        deadline = clock.monotonic() + timeout
+        while clock.monotonic() < deadline:
             bw = self.bind_worker
             if bw is None or bw.idle():
                 return True
-            await asyncio.sleep(0.01)
+            await clock.sleep(0.01)
         return False
 
     async def ping(self) -> str:
@@ -891,6 +670,9 @@ def create_instance_actor(config: InstanceConfig, *, max_restarts: int = 3, name
             if ctx.was_current_actor_reconstructed:
                 self.restarts += 1
                 ctx.current_actor.start.remote()
+
+        def _node_id(self) -> str | None:
+            return ray.get_runtime_context().get_node_id()
 
     opts = {"name": config.name}
     if namespace:

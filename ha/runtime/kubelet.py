@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from cluster_state.quantity import parse_quantity
+from apimachinery.quantity import parse_quantity
 from ha.runtime.mirror import KindMirror, obj_key
 from ha.runtime.workload import RUNTIME_ANNOTATION
 

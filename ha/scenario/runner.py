@@ -1,6 +1,6 @@
 """The scenario harness: Volcano's ``uthelper`` (volcano-semantics.md §16.2) in Python.
 
-1. a SchedulerCache with an in-memory RecordingIO as binder, evictor and status updater; nodes,
+1. a SchedulerCache (``ha.scheduler.wiring.build_cache``, a fixed clock) with an in-memory RecordingIO as binder, evictor and status updater; nodes,
    pods, podgroups, queues and priority classes go in through the cache's event handlers, in the
    order the Go harness adds them;
 2. one session opened with ONLY the flags the scenario's tiers list (unset = off);
@@ -25,7 +25,11 @@ from ha.scenario.loader import ClusterObjects, Expected, PluginSpec, Scenario
 from ha.scheduler.profiles import Switches, profile as get_profile
 
 __all__ = ["SessionOutcome", "ScenarioResult", "ScenarioCluster", "make_conf", "run_scenario",
-           "compare", "resolve_profile"]
+           "compare", "resolve_profile", "SCENARIO_TIME"]
+
+# The clock a scenario's sessions read (``ha.scheduler.interfaces.FixedClock``): a fixed instant, so
+# conditions' lastTransitionTime and jobs' scheduleStartTimestamp never depend on when a test ran.
+SCENARIO_TIME = 1_700_000_000.0
 
 
 # ------------------------------------------------------------------------------------ results
@@ -122,15 +126,15 @@ class ScenarioCluster:
     """
 
     def __init__(self, objects: ClusterObjects, switches: Switches, *, source: str = "<scenario>"):
-        from ha.scheduler.cache import SchedulerCache
+        from ha.scheduler.interfaces import FixedClock
+        from ha.scheduler.wiring import build_cache
         self.source = source
         self.switches = switches
         self.io = _scenario_io()
         # status writes refused by the API truth (stale resourceVersion -> 409), in order
         self.conflicts: list[tuple[str, str]] = []
-        self.cache = SchedulerCache(switches=switches, binder=self.io, evictor=self.io,
-                                    status_updater=self.io, scheduler_names=("volcano",),
-                                    default_queue="default")
+        # one session in memory: its results must not depend on when it ran
+        self.cache, self.handlers = build_cache(profile=switches, io=self.io, clock=FixedClock(SCENARIO_TIME))
         self.nodes: dict[str, dict] = {}
         self.pods: dict[str, dict] = {}
         self.podgroups: dict[str, dict] = {}
@@ -159,28 +163,28 @@ class ScenarioCluster:
     def add_node(self, node: dict) -> None:
         node = copy.deepcopy(node)
         self.nodes[node["metadata"]["name"]] = node
-        self.cache.add_node(copy.deepcopy(node))
+        self.handlers["Node"].on_add(copy.deepcopy(node))
 
     def add_pod(self, pod: dict) -> None:
         pod = self._bump(copy.deepcopy(pod))
         self.pods[pod_key(pod)] = pod
         self.io.pods[pod_key(pod)] = copy.deepcopy(pod)   # what the binder's 409 check / GET see
-        self.cache.add_pod(copy.deepcopy(pod))
+        self.handlers["Pod"].on_add(copy.deepcopy(pod))
 
     def add_pod_group(self, pg: dict) -> None:
         pg = self._bump(copy.deepcopy(pg))
         self.podgroups[pod_key(pg)] = pg
-        self.cache.add_pod_group(copy.deepcopy(pg))
+        self.handlers["PodGroup"].on_add(copy.deepcopy(pg))
 
     def add_queue(self, q: dict) -> None:
         q = copy.deepcopy(q)
         self.queues[q["metadata"]["name"]] = q
-        self.cache.add_queue(copy.deepcopy(q))
+        self.handlers["Queue"].on_add(copy.deepcopy(q))
 
     def add_priority_class(self, pc: dict) -> None:
         pc = copy.deepcopy(pc)
         self.priority_classes[pc["metadata"]["name"]] = pc
-        self.cache.add_priority_class(copy.deepcopy(pc))
+        self.handlers["PriorityClass"].on_add(copy.deepcopy(pc))
 
     def update_pod(self, key: str, mutate) -> dict:
         """Change the API truth of a pod and deliver the update to the cache (an informer event)."""
@@ -190,13 +194,13 @@ class ScenarioCluster:
         self._bump(new)
         self.pods[key] = new
         self.io.pods[key] = copy.deepcopy(new)
-        self.cache.update_pod(copy.deepcopy(old), copy.deepcopy(new))
+        self.handlers["Pod"].on_update(copy.deepcopy(old), copy.deepcopy(new))
         return new
 
     def delete_pod(self, key: str) -> None:
         pod = self.pods.pop(key)
         self.io.pods.pop(key, None)
-        self.cache.delete_pod(copy.deepcopy(pod))
+        self.handlers["Pod"].on_delete(copy.deepcopy(pod))
 
     def set_pod_phase(self, key: str, phase: str) -> dict:
         def m(p: dict) -> None:
@@ -311,7 +315,7 @@ class ScenarioCluster:
                 new["status"].update(copy.deepcopy(status))
                 self._bump(new)
                 self.podgroups[key] = new
-                self.cache.update_pod_group(copy.deepcopy(old), copy.deepcopy(new))
+                self.handlers["PodGroup"].on_update(copy.deepcopy(old), copy.deepcopy(new))
 
 
 # --------------------------------------------------------------- adapters to the scheduler model

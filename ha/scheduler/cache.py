@@ -88,8 +88,12 @@ class SchedulerCache:
                  status_updater: Any = None, scheduler_names: Iterable[str] = ("volcano",),
                  default_queue: str = "default", *, pod_getter: Any = None, bind_mode: str = "sync",
                  batch_num: int = 1, node_selector: dict[str, str] | None = None,
-                 pod_priority_admission: bool = True):
+                 pod_priority_admission: bool = True, clock: Any = None):
         self.switches = switches if switches is not None else profile("v1.14")
+        if clock is None:
+            from ha.scheduler.interfaces import WallClock
+            clock = WallClock()
+        self.clock = clock   # the sessions' time (ha.scheduler.interfaces.Clock)
         self.binder = binder
         self.evictor = evictor
         self.status_updater = status_updater

@@ -4,16 +4,46 @@ The cache calls these synchronously and in order; an implementation may queue th
 runtime's Redis-backed one does) — Volcano runs them in goroutines. ``RecordingIO`` is the in-memory
 implementation for tests and the scenario runner: it records every call in order and can be told to
 fail some of them.
+
+``Clock`` is the model's only source of time (a PodGroup condition's lastTransitionTime, a job's
+scheduleStartTimestamp): the live runtime gives a ``WallClock``, the scenario runner a
+``FixedClock``, a simulation its virtual clock. The model never reads the system clock itself.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ha.scheduler.api import TaskInfo, pod_key
 from ha.scheduler.api.job_info import copy_object
 
-__all__ = ["Binder", "Evictor", "StatusUpdater", "PodGetter", "IOError_", "RecordingIO", "IORecord"]
+__all__ = ["Binder", "Evictor", "StatusUpdater", "PodGetter", "IOError_", "RecordingIO", "IORecord",
+           "Clock", "WallClock", "FixedClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch, as the scheduler's time.Now() would give them."""
+        ...
+
+
+class WallClock:
+    """The system's wall clock (the live scheduler's time.Now())."""
+
+    def now(self) -> float:
+        return time.time()
+
+
+@dataclass(frozen=True)
+class FixedClock:
+    """Always the same instant: in-memory single sessions whose results must not depend on when
+    they ran."""
+    t: float = 0.0
+
+    def now(self) -> float:
+        return self.t
 
 
 class IOError_(Exception):

@@ -73,12 +73,14 @@ def _collect(ssn: Session, res: SessionResult) -> None:
 
 
 def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
-                session_hook: Any = None) -> SessionResult:
+                session_hook: Any = None, clock: Any = None) -> SessionResult:
     """Open a session, run ``conf.actions`` in order, close it; see :class:`Scheduler`.
-    ``session_hook(ssn)`` (optional) is called after the actions and before close."""
+    ``session_hook(ssn)`` (optional) is called after the actions and before close. ``clock``: the
+    session's time (default: the cache's). ``duration_s`` is a measurement (perf_counter), never
+    an input of the model."""
     t0 = time.perf_counter()
     res = SessionResult(actions=list(conf.actions))
-    ssn = open_session(cache, conf, seed=seed)
+    ssn = open_session(cache, conf, seed=seed, clock=clock)
     res.session_uid = ssn.uid
     res.jobs, res.nodes = len(ssn.jobs), len(ssn.nodes)
     try:
@@ -105,13 +107,16 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
 class Scheduler:
     """``Scheduler(cache, conf).run_once()``; ``conf`` defaults to :func:`default_conf`."""
 
-    def __init__(self, cache: Any, conf: SchedulerConf | None = None, *, seed: int | None = None):
+    def __init__(self, cache: Any, conf: SchedulerConf | None = None, *, seed: int | None = None,
+                 clock: Any = None):
         self.cache = cache
         self.conf = conf if conf is not None else default_conf()
         self.seed = seed
+        self.clock = clock
         self.sessions = 0
 
     def run_once(self, *, session_hook: Any = None) -> SessionResult:
         seed = None if self.seed is None else self.seed + self.sessions
         self.sessions += 1
-        return run_session(self.cache, self.conf, seed=seed, session_hook=session_hook)
+        return run_session(self.cache, self.conf, seed=seed, session_hook=session_hook,
+                           clock=self.clock)

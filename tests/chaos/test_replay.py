@@ -119,7 +119,7 @@ async def test_replay_rebuilds_the_live_digest_under_faults(api, redis_url, key_
             _jobs(api, seed * 100 + k, 1, f"b{k}")
             await asyncio.sleep(rnd.uniform(0.05, 0.25))
             # a live digest and the log position it reflects, taken in one step of the loop
-            checkpoints.append((standby.delivery_log.seq, await standby.digest()))
+            checkpoints.append((standby.delivery_log_file.seq, await standby.digest()))
         await run
         await nem.stop()
         await _quiet(standby, api)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from cluster_state.client import ApiClient
-from cluster_state.scheduler_io import ApiServerIO, SchedulerIOError
+from ha.runtime.scheduler_io import ApiServerIO, SchedulerIOError
 from ha.scheduler.api import TaskStatus
 from ha.scheduler.cache import SchedulerCache
 from ha.scheduler.profiles import profile

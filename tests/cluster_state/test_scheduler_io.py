@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cluster_state.client import ApiClient
-from cluster_state.scheduler_io import ApiServerIO, SchedulerIOError
+from ha.runtime.scheduler_io import ApiServerIO, SchedulerIOError
 from ha.scheduler.api import TaskInfo
 from ha.scheduler.interfaces import Binder, Evictor, IOError_, PodGetter, StatusUpdater
 

@@ -344,7 +344,7 @@ def _delay_pod_watch():
 
 
 @pytest.mark.ray
-def test_active_active_conflicts_are_counted_under_ray(ray_cluster, redis_url, key_prefix):
+def test_active_active_conflicts_are_counted_under_ray(ray_cluster, redis_url, key_prefix, tmp_path):
     import ray
     from ha.runtime.instance import InstanceConfig, create_instance_actor
     api = _sync_api(redis_url, key_prefix, n_nodes=3)
@@ -376,6 +376,19 @@ def test_active_active_conflicts_are_counted_under_ray(ray_cluster, redis_url, k
         assert s2["errors"] == 0 and s2["fatal_cache_errors"] == 0
         assert ray.get(actors[2].ping.remote()) == f"aa-{key_prefix}-2"   # alive, not crashed
         assert all(p["spec"]["nodeName"] for p in api.list("Pod").items)
+        # what a driver records, through Ray: one observe() per tick, the log's bytes, placement
+        obs = ray.get(actors[1].observe.remote(0), timeout=30)
+        assert sum(1 for d in obs["decisions"] if d["op"] == "bind" and d["ok"]) == n
+        assert obs["stats"]["binds"] == n and obs["digest"]["name"] == f"aa-{key_prefix}-1"
+        assert obs["incarnation"] == 0 and isinstance(obs["generation"], str)
+        pl = ray.get(actors[1].placement.remote(), timeout=30)
+        assert pl["node_id"] == ray.get_runtime_context().get_node_id() and pl["pid"] == s1["pid"]
+        from cluster_state.delivery import read_delivery_log
+        log_file = tmp_path / "aa-1.log"
+        log_file.write_bytes(ray.get(actors[1].delivery_log.remote(), timeout=30))
+        header, recs = read_delivery_log(log_file)
+        assert header["instance"] == f"aa-{key_prefix}-1"
+        assert sum(1 for r in recs if r["kind"] == "Pod") >= n
     finally:
         for a in actors.values():
             try:

@@ -2,7 +2,6 @@
 ``minResources`` or ``JobEnqueueable`` allows it. One job per queue visit, queues in QueueOrder."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ha.scheduler.framework.util import PriorityQueue
@@ -24,7 +23,7 @@ class EnqueueAction:
         jobs_map: dict[Any, PriorityQueue] = {}
         for job in list(ssn.jobs.values()):
             if not job.schedule_start_timestamp:
-                job.schedule_start_timestamp = time.time()
+                job.schedule_start_timestamp = ssn.clock.now()
             queue = ssn.queues.get(job.queue)
             if queue is None:
                 ssn.record_error(f"failed to find queue <{job.queue}> for job <{job.namespace}/{job.name}>")

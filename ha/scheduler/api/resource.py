@@ -16,7 +16,7 @@ import os
 from enum import IntEnum
 from typing import Callable, Iterable, Mapping
 
-from cluster_state.quantity import parse_quantity
+from apimachinery.quantity import parse_quantity
 
 __all__ = [
     "Resource", "DimensionDefaultValue", "ZERO", "INFINITY", "MIN_RESOURCE", "ResourceUnderflow",

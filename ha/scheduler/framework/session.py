@@ -140,9 +140,17 @@ class Session:
     the session), ``nodes_in_shard`` (None: no sharding).
     """
 
-    def __init__(self, cache: Any, conf: SchedulerConf | None = None, *, seed: int | None = None):
+    def __init__(self, cache: Any, conf: SchedulerConf | None = None, *, seed: int | None = None,
+                 clock: Any = None):
         self.uid = f"ssn-{next(_session_counter)}-{uuid.uuid4().hex[:8]}"
         self.cache = cache
+        # the session's time.Now(): the one given, else the cache's, else the wall clock
+        if clock is None:
+            clock = getattr(cache, "clock", None)
+        if clock is None:
+            from ha.scheduler.interfaces import WallClock
+            clock = WallClock()
+        self.clock = clock
         self.conf = conf if conf is not None else default_conf()
         self.switches = getattr(cache, "switches", None)
         if self.switches is None:
@@ -1009,7 +1017,8 @@ def _load_plugin_modules() -> None:
 
 
 def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[Tier] | None = None,
-                 configurations: list | None = None, seed: int | None = None) -> Session:
+                 configurations: list | None = None, seed: int | None = None,
+                 clock: Any = None) -> Session:
     """``framework.OpenSession``: snapshot the cache, build each tier's plugins and run their
     ``on_session_open``. A plugin without a builder is skipped with a recorded error."""
     conf = conf if conf is not None else default_conf()
@@ -1018,7 +1027,7 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
                              tiers=list(tiers if tiers is not None else conf.tiers),
                              configurations=list(configurations if configurations is not None else conf.configurations),
                              registered_builders=conf.registered_builders, source=conf.source)
-    ssn = Session(cache, conf, seed=seed)
+    ssn = Session(cache, conf, seed=seed, clock=clock)
     hook = getattr(cache, "on_session_open", None)
     if callable(hook):
         hook()

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping
 
 from ha.scheduler.api import TaskStatus, ValidateResult, allocated_status
@@ -112,7 +111,7 @@ class GangPlugin(Plugin):
         ssn.add_job_starving_fns(self.name(), job_starving)
 
     def on_session_close(self, ssn: Any) -> None:
-        now = time.time()
+        now = ssn.clock.now()
         for job in ssn.jobs.values():
             if not job.tasks:
                 continue

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster_state.quantity import QuantityError, parse_quantity
+from apimachinery.quantity import QuantityError, parse_quantity
 
 # k8s scheduler util: requests assumed for containers that do not state one (NonZeroRequested)
 DEFAULT_MILLI_CPU_REQUEST = 100

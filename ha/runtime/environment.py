@@ -1,0 +1,175 @@
+"""The environment a scheduler instance runs in: everything that differs between the ``live``
+engine (real processes, threads, Redis, the wall clock) and a deterministic simulation (one
+process, a virtual clock, an in-memory API server) — and nothing else. The instance, its
+incarnations, the informers, the election and the scheduler model take it as given; none of them
+reads the system clock, starts a thread or opens a Redis connection on its own.
+
+An environment has:
+
+* ``clock``: ``now()`` (wall seconds since the epoch: decision records, the model's time),
+  ``monotonic()`` and ``async sleep(s)`` (lease timing, loop periods), ``rate``/``set_rate`` (the
+  clock-rate fault), ``real_seconds(s)`` — :class:`ha.runtime.clock.ScaledClock` in live;
+* ``async run_blocking(fn, *args)``: blocking work off the event loop (``asyncio.to_thread`` in
+  live; an inline call in a simulation);
+* ``serial_worker(name)``: a :class:`SerialWorker` running one blocking call at a time in its own
+  thread (the session thread: the loop keeps delivering informer events meanwhile) — ``async
+  submit(fn, *args)``, ``in_flight()``, ``close()``; inline in a simulation;
+* ``polling_worker(name, step, period_s, pending=...)``: a :class:`PollingWorker` calling
+  ``step()`` (blocking, returns True when it did work) until stopped, whenever ``pending()`` (a
+  cheap peek) says there is work, else waiting ``period_s`` (the bind
+  worker: Volcano's ``wait.Until(processBindTask, 20ms)``) — ``start()``, ``idle()``,
+  ``wait_idle_blocking(timeout)``, ``async stop(timeout) -> bool``; an asyncio task stepping in a
+  fixed order under the virtual clock in a simulation;
+* ``api_clients(server, url, prefix) -> (async client, sync client)``: the API clients under the
+  run's :class:`cluster_state.apiserver.ApiServerConfig` (Redis in live; the in-memory store in a
+  simulation);
+* ``new_id()``: a fresh short id (a lease candidate's identity suffix: uuid4 in live, so a
+  restarted process never resumes a term it did not win; seeded in a simulation);
+* ``own_process``: whether process-wide settings (the GC) belong to this instance alone.
+
+``LiveEnvironment(clock_rate=1.0, own_process=False)`` is the live one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Protocol
+
+from ha.runtime.clock import ScaledClock
+
+__all__ = ["Environment", "LiveEnvironment", "SerialWorker", "PollingWorker"]
+
+log = logging.getLogger(__name__)
+
+
+class SerialWorker(Protocol):
+    async def submit(self, fn: Callable, *args, **kw) -> Any: ...
+    def in_flight(self) -> "asyncio.Future | None": ...
+    def close(self) -> None: ...
+
+
+class PollingWorker(Protocol):
+    batches: int
+    errors: int
+
+    def start(self) -> "PollingWorker": ...
+    def idle(self) -> bool: ...
+    def wait_idle_blocking(self, timeout: float) -> bool: ...
+    async def stop(self, timeout: float) -> bool: ...
+
+
+class Environment(Protocol):
+    clock: Any
+    own_process: bool
+
+    async def run_blocking(self, fn: Callable, *args) -> Any: ...
+    def serial_worker(self, name: str) -> SerialWorker: ...
+    def polling_worker(self, name: str, step: Callable[[], bool], period_s: float, *,
+                       pending: Callable[[], bool] | None = None) -> PollingWorker: ...
+    def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]: ...
+    def new_id(self) -> str: ...
+
+
+class _ThreadSerialWorker:
+    """One blocking call at a time in a dedicated thread (``{name}`` is the thread's prefix)."""
+
+    def __init__(self, name: str):
+        self._ex: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._name = name
+        self._fut: Future | None = None
+
+    async def submit(self, fn: Callable, *args, **kw) -> Any:
+        ex = self._ex
+        if ex is None:
+            raise RuntimeError(f"{self._name}: worker closed")
+        self._fut = ex.submit(fn, *args, **kw)
+        return await asyncio.wrap_future(self._fut)
+
+    def in_flight(self):
+        fut = self._fut
+        return asyncio.wrap_future(fut) if fut is not None and not fut.done() else None
+
+    def close(self) -> None:
+        ex, self._ex = self._ex, None
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+
+class _ThreadPollingWorker:
+    """``step()`` in a loop in its own daemon thread named ``name``; ``period_s`` between idle
+    steps. A step that raises is counted and logged: a bad batch must not end the worker."""
+
+    def __init__(self, name: str, step: Callable[[], bool], period_s: float, *,
+                 pending: Callable[[], bool] | None = None):
+        self.step = step
+        self.period_s = period_s
+        self._pending = pending or (lambda: True)
+        self._stop = threading.Event()
+        self._busy = False
+        self.batches = 0
+        self.errors = 0
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> "_ThreadPollingWorker":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self._pending():   # unlocked peek: nothing to do, no step
+                self._stop.wait(self.period_s)
+                continue
+            self._busy = True
+            try:
+                if self.step():
+                    self.batches += 1
+            except BaseException:  # noqa: BLE001
+                self.errors += 1
+                log.exception("%s: step failed", self.thread.name)
+            finally:
+                self._busy = False
+
+    def idle(self) -> bool:
+        return not self._busy and not self._pending()
+
+    def wait_idle_blocking(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.idle() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.idle()
+
+    async def stop(self, timeout: float) -> bool:
+        """Stop after the step in flight; False if it is still stuck in I/O after ``timeout`` (a
+        daemon thread: it cannot outlive the process)."""
+        self._stop.set()
+        if self.thread.is_alive():
+            await asyncio.to_thread(self.thread.join, timeout)
+        return not self.thread.is_alive()
+
+
+class LiveEnvironment:
+    """Real threads, Redis clients and the wall clock (scaled by the clock-rate fault)."""
+
+    def __init__(self, clock_rate: float = 1.0, *, own_process: bool = False):
+        self.clock = ScaledClock(clock_rate)
+        self.own_process = own_process
+
+    async def run_blocking(self, fn: Callable, *args) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    def serial_worker(self, name: str) -> _ThreadSerialWorker:
+        return _ThreadSerialWorker(name)
+
+    def polling_worker(self, name: str, step: Callable[[], bool], period_s: float, *,
+                       pending: Callable[[], bool] | None = None) -> _ThreadPollingWorker:
+        return _ThreadPollingWorker(name, step, period_s, pending=pending)
+
+    def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]:
+        return server.async_client(url, prefix), server.sync_client(url, prefix)
+
+    def new_id(self) -> str:
+        return uuid.uuid4().hex[:8]
