@@ -1,42 +1,36 @@
 """The nemesis (Jepsen's word): fires a :class:`chaos.schedule.Schedule`'s actions at their times
-against a *Targets* object the driver provides, records what it did, and undoes what is still on
-when it stops (heal partitions, resume paused processes, restore clock rates, end watch/API
+against the driver's :class:`chaos.targets.Targets`, records what it did, and undoes what is still
+on when it stops (heal partitions, resume paused processes, restore clock rates, end watch/API
 faults) so a run never ends with a stopped process.
 
-Targets is duck-typed; every method may be sync or async, and a missing one makes the faults that
-need it ``skipped`` (with the reason), never a crash. Names are instance names (``scheduler-1``).
+It knows no fault: each action goes to the fault's package (``chaos.faults.FAULTS[name]``:
+``start`` / ``end`` / ``fire`` / ``restart``) with the instance names it resolved — ``leader``
+through ``Targets.leader()`` when the fault starts or fires, ``all`` and named instances as the
+schedule lists them — so every target takes the same path.
 
-==================  =============================================================================
-method              used by
-==================  =============================================================================
-leader()            any fault with ``target: leader`` (resolved when the fault starts)
-watch(name)         watch-delay/stall/reorder/expire: a :class:`chaos.injectors.watch.WatchChaos`
-                    (or None when the instance's hooks run the schedule themselves: ``set_epoch``)
-request_relist(n,k) watch-expire when ``watch(name)`` gives nothing
-proxy(name)         partition: a RedisProxy / ThreadedRedisProxy in front of that instance
-api(name)           api-latency / api-conflict: a :class:`chaos.injectors.api.ApiChaos`
-pause(n)/resume(n)  pause (else ``pid(name)`` and SIGSTOP/SIGCONT)
-kill(n)/restart(n)  kill (else ``pid(name)`` and SIGKILL); restart after ``restart_after``
-set_clock_rate(n,r) clock-rate (back to 1.0 at the end of the window)
-redis_restart(s)    redis-restart (down for ``for``, default 0 s), run in a worker thread
-==================  =============================================================================
-
-``self_driven``: fault names whose instance-named targets apply themselves from the schedule
-(hooks with an epoch); the nemesis only records them (``leader`` ones it still activates).
+Records (:class:`FiredAction`): status ``applied``, ``skipped`` (a :class:`chaos.targets.Skip`: the
+driver lacks the method, no leader, the instance is not running …) or ``failed`` (any other error;
+the run goes on). ``self_driven``: fault names whose instance-named targets apply themselves from
+the schedule (hooks inside the instances, given the run's epoch); the nemesis only records those
+(a ``leader`` one it still activates). The runner passes :data:`chaos.faults.SELF_DRIVEN`.
 """
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from chaos.injectors import process
+from chaos.faults import FAULTS
+from chaos.faults.base import call
 from chaos.schedule import Action, Schedule, ScheduledFault
+from chaos.targets import Skip
 
-__all__ = ["Nemesis", "FiredAction", "run_nemesis_in_thread", "NemesisThread"]
+__all__ = ["Nemesis", "FiredAction", "Skip"]
+
+# the name the runner imports (raise _Skip(reason) from a target method)
+_Skip = Skip
 
 log = logging.getLogger("chaos.nemesis")
 
@@ -56,13 +50,6 @@ class FiredAction:
         return {"index": self.index, "fault": self.fault, "action": self.action,
                 "t": round(self.t, 4), "targets": self.targets, "status": self.status,
                 "detail": self.detail, "wall": self.wall}
-
-
-async def _call(fn: Callable, *args) -> Any:
-    res = fn(*args)
-    if inspect.isawaitable(res):
-        res = await res
-    return res
 
 
 class Nemesis:
@@ -128,16 +115,14 @@ class Nemesis:
     def _elapsed(self) -> float:
         return 0.0 if self.t0 is None else self.clock() - self.t0
 
-    def _has(self, name: str) -> bool:
-        return callable(getattr(self.targets, name, None))
-
     async def _resolve(self, sf: ScheduledFault) -> list[str]:
         if sf.targets == ("leader",):
-            if not self._has("leader"):
-                raise _Skip("target leader: the driver gives no leader()")
-            name = await _call(self.targets.leader)
+            leader = getattr(self.targets, "leader", None)
+            if not callable(leader):
+                raise Skip("target leader: the driver gives no leader()")
+            name = await call(leader)
             if not name:
-                raise _Skip("no leader at that moment")
+                raise Skip("no leader at that moment")
             return [name]
         return list(sf.targets)
 
@@ -155,7 +140,7 @@ class Nemesis:
                 self._open[a.index] = sf
             elif a.action == "end":
                 self._open.pop(a.index, None)
-        except _Skip as e:
+        except Skip as e:
             status, detail = "skipped", str(e)
             if a.action == "end":
                 self._open.pop(a.index, None)
@@ -172,144 +157,8 @@ class Nemesis:
         return rec
 
     async def _apply(self, sf: ScheduledFault, action: str, names: list[str]) -> str:
-        f = sf.fault
-        name = sf.name
-        if name in self.self_driven and sf.targets != ("leader",):
+        if sf.name in self.self_driven and sf.targets != ("leader",):
             return "applied by the instances' own hooks (schedule-driven)"
-        if name in ("watch-delay", "watch-stall", "watch-reorder"):
-            return await self._each(names, "watch", lambda w: (w.activate(sf) if action == "start"
-                                                              else w.deactivate(sf.index)))
-        if name == "watch-expire":
-            out = []
-            for n in names:
-                w = await _call(self.targets.watch, n) if self._has("watch") else None
-                if w is not None:
-                    out.append(f"{n}: relist {','.join(w.expire(f.kinds)) or 'none'}")
-                elif self._has("request_relist"):
-                    await _call(self.targets.request_relist, n, list(f.kinds) if f.kinds else None)
-                    out.append(f"{n}: relist requested")
-                else:
-                    raise _Skip("the driver gives neither watch() nor request_relist()")
-            return "; ".join(out)
-        if name == "partition":
-            def cut(p):
-                if action == "start":
-                    return f"cut {p.partition()} connections"
-                p.heal()
-                return "healed"
-            return await self._each(names, "proxy", cut)
-        if name in ("api-latency", "api-conflict"):
-            return await self._each(names, "api", lambda c: (c.activate(sf) if action == "start"
-                                                            else c.deactivate(sf.index)))
-        if name == "pause":
-            return await self._signal(names, action == "start", "pause", "resume",
-                                      process.pause_pid, process.resume_pid)
-        if name == "kill":
-            if action == "restart":
-                if not self._has("restart"):
-                    raise _Skip("the driver gives no restart()")
-                for n in names:
-                    await _call(self.targets.restart, n)
-                return f"restarted {', '.join(names)}"
-            return await self._signal(names, True, "kill", None, process.kill_pid, None)
-        if name == "clock-rate":
-            if not self._has("set_clock_rate"):
-                raise _Skip("the driver gives no set_clock_rate()")
-            rate = f.rate if action == "start" else 1.0
-            for n in names:
-                await _call(self.targets.set_clock_rate, n, rate)
-            return f"clock rate {rate:g}"
-        if name == "redis-restart":
-            if action == "end":
-                return "redis is back"
-            if not self._has("redis_restart"):
-                raise _Skip("the driver gives no redis_restart()")
-            down = f.duration or 0.0
-            fn = self.targets.redis_restart
-            if inspect.iscoroutinefunction(fn):
-                await fn(down)
-            else:   # blocking (stop, sleep, start): keep our loop (and its proxies) running
-                await asyncio.to_thread(fn, down)
-            return f"redis restarted (down {down:g}s)"
-        raise _Skip(f"fault {name} has no injector")
-
-    async def _each(self, names: list[str], getter: str, fn: Callable[[Any], Any]) -> str:
-        if not self._has(getter):
-            raise _Skip(f"the driver gives no {getter}()")
-        out = []
-        for n in names:
-            obj = await _call(getattr(self.targets, getter), n)
-            if obj is None:
-                out.append(f"{n}: no {getter}")
-                continue
-            r = fn(obj)
-            if inspect.isawaitable(r):
-                r = await r
-            out.append(f"{n}: {r}" if isinstance(r, str) else n)
-        if not any(": no " not in o for o in out):
-            raise _Skip("; ".join(out))
-        return "; ".join(out)
-
-    async def _signal(self, names, on: bool, on_m: str, off_m: str | None, on_pid, off_pid) -> str:
-        meth = on_m if on else off_m
-        out = []
-        for n in names:
-            if meth and self._has(meth):
-                await _call(getattr(self.targets, meth), n)
-                out.append(f"{meth} {n}")
-            elif self._has("pid"):
-                pid = await _call(self.targets.pid, n)
-                (on_pid if on else off_pid)(pid)
-                out.append(f"{'SIG' + ('KILL' if on_m == 'kill' else 'STOP') if on else 'SIGCONT'} "
-                           f"{n} (pid {pid})")
-            else:
-                raise _Skip(f"the driver gives neither {meth}() nor pid()")
-        return "; ".join(out)
+        return await FAULTS[sf.name].act(action, self.targets, sf, names)
 
 
-class _Skip(Exception):
-    pass
-
-
-class NemesisThread:
-    """A Nemesis on a private loop thread (with the proxies that share that loop), for the
-    synchronous experiment runner: ``start(t0_monotonic)``, ``stop()``, ``records()``."""
-
-    def __init__(self, nemesis: Nemesis, loop_thread=None) -> None:
-        from chaos.loop import LoopThread
-        self.nemesis = nemesis
-        self._own = loop_thread is None
-        self.loop = loop_thread or LoopThread("nemesis")
-        self._fut = None
-
-    def start(self, t0: float | None = None) -> "NemesisThread":
-        self.loop.start()
-        self._fut = self.loop.submit(self.nemesis.run(t0))
-        return self
-
-    def stop(self, timeout: float = 30.0) -> list[dict]:
-        if self._fut is not None:
-            self._fut.cancel()
-        try:
-            self.loop.run(self.nemesis.stop(), timeout)
-        finally:
-            if self._own:
-                self.loop.stop()
-        return self.nemesis.to_json()
-
-    def records(self) -> list[dict]:
-        return self.nemesis.to_json()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every action has fired (True) or the timeout passed (False)."""
-        import concurrent.futures
-        try:
-            self._fut.result(timeout)
-            return True
-        except concurrent.futures.TimeoutError:
-            return False
-
-
-def run_nemesis_in_thread(schedule: Schedule, targets: Any, *, t0: float | None = None,
-                          loop_thread=None, **kw) -> NemesisThread:
-    return NemesisThread(Nemesis(schedule, targets, **kw), loop_thread).start(t0)

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from chaos.faults import WATCH_FAULTS, Distribution, Fault, parse_fault
+from chaos.faults import FAULTS, WATCH_FAULTS, Distribution, Fault, parse_fault
 from ha.errors import BadInput
 
 __all__ = ["ScheduledFault", "Action", "Schedule", "build_schedule", "fault_rng", "derive_seed"]
@@ -76,6 +76,11 @@ class ScheduledFault:
     def rng(self, *labels: str) -> np.random.Generator:
         return fault_rng(self.seed, *labels)
 
+    @property
+    def package(self):
+        """The fault's package (chaos.faults.FAULTS[name])."""
+        return FAULTS[self.fault.fault]
+
     def to_json(self) -> dict:
         f = self.fault
         out: dict[str, Any] = {"index": f.index, "fault": f.fault, "at": f.at, "for": f.duration,
@@ -122,18 +127,9 @@ class Schedule:
         return len(self.faults)
 
     def timeline(self) -> list[Action]:
-        acts: list[Action] = []
-        for sf in self.faults:
-            f = sf.fault
-            if f.fault in ("kill", "watch-expire", "redis-restart"):
-                acts.append(Action(f.at, _ACTION_ORDER["fire"], f.index, "fire", f.fault))
-                if f.fault == "kill" and f.restart_after is not None:
-                    acts.append(Action(f.at + f.restart_after, _ACTION_ORDER["restart"], f.index,
-                                       "restart", f.fault))
-            else:
-                acts.append(Action(f.at, _ACTION_ORDER["start"], f.index, "start", f.fault))
-                if f.end is not None:
-                    acts.append(Action(f.end, _ACTION_ORDER["end"], f.index, "end", f.fault))
+        """Every fault's actions (its package says which: start/end, fire, restart), in time order."""
+        acts = [Action(t, _ACTION_ORDER[action], sf.index, action, sf.name)
+                for sf in self.faults for t, action in FAULTS[sf.name].actions(sf.fault)]
         return sorted(acts)
 
     def by_index(self, index: int) -> ScheduledFault:

@@ -166,6 +166,13 @@ def compare(
     raise typer.Exit(code)
 
 
+@app.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of experiment files (per-fault rules of `chaos:` entries included)."""
+    from ha.experiment.config import json_schema
+    typer.echo(json.dumps(json_schema(), indent=2, ensure_ascii=False))
+
+
 def main() -> None:
     app()
 

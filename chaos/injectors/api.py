@@ -22,11 +22,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from chaos.schedule import Schedule, ScheduledFault
+from chaos.faults import API_FAULTS
+from chaos.schedule import ScheduledFault
 
-__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "instance_api_chaos", "API_FAULTS"]
-
-API_FAULTS = frozenset({"api-latency", "api-conflict"})
+__all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "API_FAULTS"]
 
 
 @dataclass
@@ -180,7 +179,3 @@ class AsyncChaosApiClient(ChaosApiClient):
             return await attr(*args, **kw)
         call.__name__ = name
         return call
-
-
-def instance_api_chaos(schedule: Schedule, instance: str, *, epoch: float | None = None) -> ApiChaos:
-    return ApiChaos(instance, schedule.for_instance(instance), epoch=epoch)

@@ -1,18 +1,15 @@
-"""Process-level chaos: ``kill`` / ``pause`` of a scheduler instance by its PID (never by name),
-``redis-restart`` of an embedded Redis with persistence, and ``clock-rate`` on an instance.
-
-``leader`` targets are resolved by the nemesis when the fault fires (``chaos.nemesis``).
+"""Process-level chaos a driver's :class:`chaos.targets.Targets` uses: ``kill`` / ``pause`` of a
+process by its PID (never by name) and ``redis-restart`` of an embedded Redis with persistence.
 """
 from __future__ import annotations
 
-import inspect
 import os
 import signal
 import time
 from typing import Any
 
 __all__ = ["pause_pid", "resume_pid", "kill_pid", "pid_alive", "pid_state", "wait_pid_state",
-           "ray_kill", "restart_redis", "set_clock_rate"]
+           "restart_redis"]
 
 
 def _check_pid(pid: Any) -> int:
@@ -64,11 +61,6 @@ def wait_pid_state(pid: int, states: str | None, timeout: float = 10.0) -> bool:
     return False
 
 
-def ray_kill(actor: Any, *, no_restart: bool = True) -> None:
-    import ray
-    ray.kill(actor, no_restart=no_restart)
-
-
 def restart_redis(server: Any, down_s: float = 0.0) -> None:
     """Stop and start an EmbeddedRedis on the same port. Its data survives only if it was started
     with ``persistence=True`` (AOF): the runner turns that on when the schedule has redis-restart."""
@@ -76,19 +68,3 @@ def restart_redis(server: Any, down_s: float = 0.0) -> None:
         raise ValueError("redis-restart needs an EmbeddedRedis started with persistence=True "
                          "(otherwise the API server's state would be lost)")
     server.restart(down_s)
-
-
-async def set_clock_rate(instance: Any, rate: float) -> None:
-    """A SchedulerInstance (``await inst.set_clock_rate(r)``) or its Ray actor (``.remote``)."""
-    fn = instance.set_clock_rate
-    if hasattr(fn, "remote"):
-        import ray
-        await _ray_await(fn.remote(rate))
-        return
-    res = fn(rate)
-    if inspect.isawaitable(res):
-        await res
-
-
-async def _ray_await(ref):
-    return await ref

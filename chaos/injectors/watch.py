@@ -11,8 +11,7 @@ and its store + handlers, and acts on *events*, not packets.
   (``key is None``) stays a barrier -- the informer contract (client-go shared_informer.go: per
   object order) holds.
 * ``watch-expire``: ``informer.request_relist()`` at the fault's time -- the reflector handles it
-  exactly like 410 Gone (backoff, relist, tombstones for what vanished). :func:`expire_by_compaction`
-  is the server-side variant (history compacted: every watcher behind gets a real 410).
+  exactly like 410 Gone (backoff, relist, tombstones for what vanished).
 
 Two ways to drive a hook, same code path (an *activation* = fault + wall-clock window):
 * schedule-driven: built with the instance's faults, ``set_epoch(t0_wall)`` turns the schedule's
@@ -20,13 +19,15 @@ Two ways to drive a hook, same code path (an *activation* = fault + wall-clock w
 * nemesis-driven: ``activate(sf)`` / ``deactivate(index)`` at fire time (``leader`` targets).
 
 Every random draw comes from ``ScheduledFault.rng(instance, kind)`` (numpy, seeded per fault).
-Hooks pickle (Ray ships them in ``InstanceConfig.informer_options["hooks"]``); the asyncio parts
+Hooks pickle; :func:`hook_factories` gives an instance's ``InstanceConfig.informer_options
+["hook_factories"]`` (every incarnation builds fresh hooks inside its process). The asyncio parts
 are created in ``start()``, which an in-process restart calls again (held deliveries of the old
 informer are dropped with it).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import logging
 import math
@@ -36,8 +37,7 @@ from typing import Any, Callable, Iterable
 
 from chaos.schedule import Schedule, ScheduledFault
 
-__all__ = ["WatchChaosHook", "WatchChaos", "instance_watch_chaos", "informer_options", "expire_by_compaction",
-           "INFORMER_KINDS"]
+__all__ = ["WatchChaosHook", "WatchChaos", "hook_factories", "INFORMER_KINDS"]
 
 log = logging.getLogger("chaos.watch")
 
@@ -340,26 +340,10 @@ class WatchChaos:
         return {k: h.stats.as_dict() for k, h in self.hooks.items()}
 
 
-def instance_watch_chaos(schedule: Schedule, instance: str, *, epoch: float | None = None,
-                         kinds: Iterable[str] = INFORMER_KINDS) -> WatchChaos:
-    """The WatchChaos for one instance with its scheduled watch faults (by name or ``all``)."""
-    return WatchChaos(instance, schedule.for_instance(instance, watch_only=True), kinds=kinds,
-                      epoch=epoch)
-
-
-def informer_options(schedule: Schedule, instance: str, *, epoch: float | None = None,
-                     **extra) -> dict:
-    """``InstanceConfig.informer_options`` for one instance: its schedule-driven watch hooks (they
-    act once ``epoch`` is known: pass it here or call ``set_epoch`` on each hook)."""
-    return {**extra, "hooks": instance_watch_chaos(schedule, instance, epoch=epoch).hooks}
-
-
-def expire_by_compaction(api: Any, kinds: Iterable[str]) -> dict[str, int]:
-    """Server-side watch-expire: compact each kind's history up to the current RV, so every watcher
-    that is behind gets a real 410 Gone on its next watch call (sync ApiClient)."""
-    out = {}
-    rv = api.current_resource_version()
-    for k in kinds:
-        api.compact(k, rv)
-        out[k] = rv
-    return out
+def hook_factories(schedule: Schedule, instance: str, *,
+                   kinds: Iterable[str] = INFORMER_KINDS) -> dict[str, Callable[[], WatchChaosHook]]:
+    """kind -> a picklable zero-argument factory of that instance's schedule-driven watch hook (its
+    watch faults by name or ``all``): ``InstanceConfig.informer_options["hook_factories"]``. The
+    hooks act once given the run's epoch (``set_epoch``)."""
+    mine = schedule.for_instance(instance, watch_only=True)
+    return {k: functools.partial(WatchChaosHook, instance, k, mine) for k in kinds}

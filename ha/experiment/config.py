@@ -15,21 +15,22 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
-                      ValidationError, field_validator, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      WithJsonSchema, field_validator, model_validator)
 
 from cluster_state.quantity import QuantityError, parse_quantity
 from ha.errors import BadInput
-from ha.experiment.units import format_duration, format_rate, parse_duration, parse_rate, scenario_quantity
+from chaos.faults import FAULTS, ChaosEntry, Distribution
+from ha.experiment.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
+                                 scenario_quantity)
 
 __all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS", "ACTIONS", "PLUGINS",
-           "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names"]
+           "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names",
+           "validation_problems", "json_schema"]
 
 # ---------------------------------------------------------------------------------------- types
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
-Rate = Annotated[float, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str)]
 
 
 def _resources(v: object) -> dict[str, Any]:
@@ -77,8 +78,13 @@ def _duration_range(v: object) -> object:
     return v
 
 
-IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range)]
-DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range)]
+def _one_or_pair(item: dict[str, Any]) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [item, {"type": "array", "items": item, "minItems": 2, "maxItems": 2}]})
+
+
+IntRange = Annotated[tuple[int, int], BeforeValidator(_int_range), _one_or_pair({"type": "integer"})]
+DurationRange = Annotated[tuple[Duration, Duration], BeforeValidator(_duration_range),
+                          _one_or_pair(DURATION_SCHEMA)]
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _EXP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -99,9 +105,9 @@ class Strict(BaseModel):
 
 class Cluster(Strict):
     """``nodes`` identical nodes named ``node-1`` … ``node-N`` with ``node`` as allocatable."""
-    nodes: int = Field(4, ge=0)
-    node: Resources = Field(default_factory=lambda: {"cpu": 32, "memory": "128Gi", "pods": 110})
-    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: int = Field(4, ge=0)                 # how many identical nodes (node-1 … node-N)
+    node: Resources = Field(default_factory=lambda: {"cpu": 32, "memory": "128Gi", "pods": 110})  # each node's allocatable
+    labels: dict[str, str] = Field(default_factory=dict)   # labels of every node
 
     @field_validator("node")
     @classmethod
@@ -112,13 +118,13 @@ class Cluster(Strict):
 
 
 class QueueSpec(Strict):
-    name: Annotated[str, BeforeValidator(str)]
-    weight: int = Field(1, ge=1)
-    capability: Optional[Resources] = None
-    deserved: Optional[Resources] = None
-    guarantee: Optional[Resources] = None
-    reclaimable: Optional[bool] = None
-    priority: int = 0
+    name: Annotated[str, BeforeValidator(str)]     # the Queue object's name
+    weight: int = Field(1, ge=1)                     # proportion's share weight
+    capability: Optional[Resources] = None           # hard limit of the queue
+    deserved: Optional[Resources] = None             # capacity plugin's deserved share
+    guarantee: Optional[Resources] = None            # reserved for the queue
+    reclaimable: Optional[bool] = None               # may others reclaim from it
+    priority: int = 0                                # queue order
 
     @field_validator("name")
     @classmethod
@@ -131,14 +137,14 @@ class QueueSpec(Strict):
 
 class Workload(Strict):
     """Gangs arriving over time: each gang is a PodGroup (minMember = its size) and its pods."""
-    arrivals: Literal["poisson", "constant"] = "poisson"
-    rate: Rate = "1/s"
-    gang_size: IntRange = (1, 1)
-    runtime: DurationRange = ("10s", "10s")
+    arrivals: Literal["poisson", "constant"] = "poisson"   # gaps between gangs: exponential or fixed
+    rate: Rate = "1/s"                          # gangs per second
+    gang_size: IntRange = (1, 1)                # pods per gang: n, or [min, max] drawn uniformly
+    runtime: DurationRange = ("10s", "10s")     # how long a pod runs once bound: d, or [min, max]
     queues: list[str] = Field(default_factory=list)        # empty: every queue of the experiment
-    priority_classes: dict[str, int] = Field(default_factory=dict)
+    priority_classes: dict[str, int] = Field(default_factory=dict)   # created, and drawn from per gang
     request: Resources = Field(default_factory=lambda: {"cpu": 1, "memory": "1Gi"})  # per pod
-    namespace: str = "default"
+    namespace: str = "default"                  # of the generated podgroups and pods
     max_gangs: Optional[int] = Field(None, ge=0)             # stop generating after this many
     # no arrivals after this (default: the whole run). A quiet tail lets a long-run check judge
     # convergence without in-flight churn, as Jepsen heals and quiesces before its final reads.
@@ -186,9 +192,9 @@ class Workload(Strict):
 
 
 class Lease(Strict):
-    duration: Duration = "15s"
-    renew_deadline: Duration = "10s"
-    retry: Duration = "2s"
+    duration: Duration = "15s"          # how long a lease holds without renewal (client-go leaseDuration)
+    renew_deadline: Duration = "10s"    # the leader gives up when it has not renewed for this long
+    retry: Duration = "2s"              # how often candidates try (retryPeriod)
 
     @model_validator(mode="after")
     def _order(self) -> "Lease":
@@ -205,12 +211,14 @@ class Lease(Strict):
 
 
 class Schedulers(Strict):
-    instances: int = Field(1, ge=1, le=64)
+    instances: int = Field(1, ge=1, le=64)      # named scheduler-1 … scheduler-N
+    # leader-elected: one schedules; active-active: all do (conflicts decide); shadow: standbys
+    # run dry-run sessions to compare with the leader's
     mode: Literal["leader-elected", "active-active", "shadow"] = "leader-elected"
-    period: Duration = "1s"
-    lease: Lease = Field(default_factory=Lease)
-    standby: Literal["warm", "cold"] = "warm"
-    scheduler_name: str = "volcano"
+    period: Duration = "1s"                     # time between scheduling sessions
+    lease: Lease = Field(default_factory=Lease)  # leader election timing
+    standby: Literal["warm", "cold"] = "warm"   # warm standbys keep their informers running
+    scheduler_name: str = "volcano"             # pods with another schedulerName are not ours
 
     @field_validator("period")
     @classmethod
@@ -225,128 +233,8 @@ def instance_names(n: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------- chaos
-
-# fault -> (required fields, optional fields, allowed targets); targets: "instance" (scheduler-K),
-# "leader", "all"
-_T_INST = ("instance", "leader", "all")
-FAULTS: dict[str, tuple[frozenset[str], frozenset[str], tuple[str, ...]]] = {
-    "watch-delay": (frozenset({"target", "delay"}), frozenset({"for", "kinds"}), _T_INST),
-    "watch-stall": (frozenset({"target", "for"}), frozenset({"kinds"}), _T_INST),
-    "watch-reorder": (frozenset({"target"}), frozenset({"for", "kinds", "window"}), _T_INST),
-    "watch-expire": (frozenset({"target"}), frozenset({"kinds"}), _T_INST),
-    "partition": (frozenset({"target", "for"}), frozenset(), _T_INST),
-    "kill": (frozenset({"target"}), frozenset({"restart_after"}), ("instance", "leader")),
-    "pause": (frozenset({"target", "for"}), frozenset(), ("instance", "leader")),
-    "api-latency": (frozenset({"delay"}), frozenset({"for", "target", "verbs"}), _T_INST),
-    "api-conflict": (frozenset({"probability"}), frozenset({"for", "target", "verbs"}), _T_INST),
-    "redis-restart": (frozenset(), frozenset({"for"}), ()),
-    "clock-rate": (frozenset({"target", "rate"}), frozenset({"for"}), _T_INST),
-}
-_CHAOS_PARAMS = ("target", "for", "kinds", "delay", "window", "restart_after", "verbs",
-                 "probability", "rate")
-KINDS = ("Pod", "Node", "PodGroup", "Queue", "PriorityClass", "Lease")
-VERBS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
-         "bind_many", "delete", "evict", "watch")
-# the faults the runner applies (all of them: chaos.nemesis + the injectors)
-APPLIED_FAULTS = frozenset(FAULTS)
-
-_DIST_FIELDS = {"fixed": ({"value"}, set()), "uniform": ({"min", "max"}, set()),
-                "exponential": ({"mean"}, {"max"}), "pareto": ({"scale", "alpha"}, {"max"})}
-
-
-class Distribution(Strict):
-    """A delay distribution: fixed {value}, uniform {min, max}, exponential {mean[, max]},
-    pareto {scale, alpha[, max]} (scale is the minimum, x_m)."""
-    dist: Literal["fixed", "uniform", "exponential", "pareto"]
-    value: Optional[Duration] = None
-    min: Optional[Duration] = None
-    max: Optional[Duration] = None
-    mean: Optional[Duration] = None
-    scale: Optional[Duration] = None
-    alpha: Optional[float] = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _fields(self) -> "Distribution":
-        required, optional = _DIST_FIELDS[self.dist]
-        given = {f for f in ("value", "min", "max", "mean", "scale", "alpha") if getattr(self, f) is not None}
-        missing = sorted(required - given)
-        extra = sorted(given - required - optional)
-        if missing:
-            raise ValueError(f"dist {self.dist} needs {', '.join(missing)}")
-        if extra:
-            raise ValueError(f"dist {self.dist} does not take {', '.join(extra)} "
-                             f"(it takes {', '.join(sorted(required | optional))})")
-        if self.dist == "uniform" and self.min > self.max:
-            raise ValueError(f"min {format_duration(self.min)} > max {format_duration(self.max)}")
-        return self
-
-
-class ChaosEntry(Strict):
-    """One fault: starts ``at``, lasts ``for`` (or until the end / is instantaneous)."""
-    at: Duration
-    fault: str
-    target: Optional[str] = None
-    for_: Optional[Duration] = Field(None, alias="for")
-    kinds: Optional[list[str]] = None
-    delay: Optional[Distribution] = None
-    window: Optional[Duration] = None
-    restart_after: Optional[Duration] = None
-    verbs: Optional[list[str]] = None
-    probability: Optional[float] = Field(None, ge=0, le=1)
-    rate: Optional[float] = Field(None, gt=0)
-
-    @field_validator("fault")
-    @classmethod
-    def _fault(cls, v: str) -> str:
-        if v not in FAULTS:
-            raise ValueError(f"unknown fault {v!r}; known: {', '.join(FAULTS)}")
-        return v
-
-    @field_validator("kinds")
-    @classmethod
-    def _kinds(cls, v: Optional[list[str]]) -> Optional[list[str]]:
-        for k in v or ():
-            if k not in KINDS:
-                raise ValueError(f"unknown kind {k!r}; known: {', '.join(KINDS)}")
-        return v
-
-    @field_validator("verbs")
-    @classmethod
-    def _verbs(cls, v: Optional[list[str]]) -> Optional[list[str]]:
-        for k in v or ():
-            if k not in VERBS:
-                raise ValueError(f"unknown verb {k!r}; known: {', '.join(VERBS)}")
-        return v
-
-    @model_validator(mode="after")
-    def _per_fault(self) -> "ChaosEntry":
-        required, optional, targets = FAULTS[self.fault]
-        given = {p for p in _CHAOS_PARAMS if getattr(self, "for_" if p == "for" else p) is not None}
-        missing = sorted(required - given)
-        extra = sorted(given - required - optional)
-        if missing:
-            raise ValueError(f"fault {self.fault} needs {', '.join(missing)}")
-        if extra:
-            takes = ", ".join(sorted(required | optional)) or "nothing but at"
-            raise ValueError(f"fault {self.fault} does not take {', '.join(extra)} (it takes {takes})")
-        if self.target is not None:
-            kind = ("leader" if self.target == "leader" else "all" if self.target == "all"
-                    else "instance" if re.match(r"^scheduler-[1-9]\d*$", self.target) else None)
-            if kind is None:
-                raise ValueError(f"target {self.target!r}: expected scheduler-<N>, leader or all")
-            if kind not in targets:
-                raise ValueError(f"fault {self.fault} cannot target {self.target!r} "
-                                 f"(it takes {' or '.join(_TARGET_WORDS[t] for t in targets)})")
-        if self.for_ is not None and self.for_ <= 0:
-            raise ValueError("for must be > 0")
-        return self
-
-    @property
-    def end(self) -> Optional[float]:
-        return None if self.for_ is None else self.at + self.for_
-
-
-_TARGET_WORDS = {"instance": "scheduler-<N>", "leader": "leader", "all": "all"}
+# One fault = one package under chaos/faults/: the entry model, its per-fault validation, the
+# distributions and the fault list live there (ChaosEntry, FAULTS, Distribution).
 
 # ------------------------------------------------------------------------------ scheduler conf
 
@@ -534,7 +422,7 @@ class Initial(Strict):
 
 
 class Measure(Strict):
-    every: Duration = "500ms"
+    every: Duration = "500ms"           # time between measurement ticks
     # the long-run verdict (report.md, metrics.json "convergence"): every live instance's
     # cache_divergence must be back to 0 for good within this long after the last fault
     converge_within: Duration = "5s"
@@ -559,19 +447,21 @@ class ConfigProblems(Exception):
 
 
 class Experiment(Strict):
-    name: str
-    seed: int = 0
-    duration: Duration = "60s"
-    profile: str = "v1.14"
+    name: str                           # names the results folder
+    seed: int = 0                       # every random choice (arrivals, fault draws) comes from it
+    duration: Duration = "60s"          # how long the run lasts
+    profile: str = "v1.14"              # a named set of behaviour switches
     switches: dict[str, bool] = Field(default_factory=dict)   # per-switch overrides of the profile
-    cluster: Cluster = Field(default_factory=Cluster)
-    queues: list[QueueSpec] = Field(default_factory=list)
-    workload: Optional[Workload] = None
-    schedulers: Schedulers = Field(default_factory=Schedulers)
+    cluster: Cluster = Field(default_factory=Cluster)         # the nodes
+    queues: list[QueueSpec] = Field(default_factory=list)     # queues besides `default`
+    workload: Optional[Workload] = None                       # gangs arriving over time (none: only `initial`)
+    schedulers: Schedulers = Field(default_factory=Schedulers)  # the scheduler instances
     chaos: list[ChaosEntry] = Field(default_factory=list)
+    # actions and plugin tiers as in a scenario file (default: Volcano's, plus preempt and reclaim,
+    # every enabled* flag on)
     scheduler_conf: Optional[SchedulerConfSpec] = None
-    initial: Initial = Field(default_factory=Initial)
-    measure: Measure = Field(default_factory=Measure)
+    initial: Initial = Field(default_factory=Initial)   # exact starting objects, scenario-file shapes
+    measure: Measure = Field(default_factory=Measure)   # measurement settings
 
     @field_validator("name")
     @classmethod
@@ -725,6 +615,19 @@ class Experiment(Strict):
         return self.model_copy(update=changes) if changes else self
 
 
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of experiment files (``ha-testbed schema``). Per-fault rules of ``chaos:``
+    entries (keys each fault needs or does not take, targets it accepts) are in the ChaosEntry
+    definition; rules across fields (a target that exists, ``at`` before the end) are not."""
+    schema = Experiment.model_json_schema(by_alias=True, mode="validation")
+    # a file without `name` is named after itself (load_experiment)
+    schema["required"] = [r for r in schema.get("required", []) if r != "name"]
+    if not schema["required"]:
+        del schema["required"]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://ha-testbed/experiment.schema.json", **schema}
+
+
 # ------------------------------------------------------------------------------------- loading
 
 
@@ -738,9 +641,9 @@ def _loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def _fields_at(loc: tuple) -> list[str] | None:
+def _fields_at(loc: tuple, root: type[BaseModel] | None = None) -> list[str] | None:
     """The keys allowed at ``loc`` (for 'unknown key' hints), walking the model classes."""
-    tp: Any = Experiment
+    tp: Any = Experiment if root is None else root
     for part in loc:
         tp = _unwrap(tp)
         if isinstance(part, int):
@@ -780,13 +683,13 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _message(err: dict) -> str:
+def _message(err: dict, root: type[BaseModel] | None = None) -> str:
     t, ctx, inp = err["type"], err.get("ctx") or {}, err.get("input")
     got = f" (got {inp!r})" if not isinstance(inp, (dict, list)) else ""
     if t == "missing":
         return "required"
     if t == "extra_forbidden":
-        allowed = _fields_at(tuple(err["loc"][:-1]))
+        allowed = _fields_at(tuple(err["loc"][:-1]), root)
         hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
         return f"unknown key{hint}"
     if t == "greater_than_equal":
@@ -818,6 +721,13 @@ def _message(err: dict) -> str:
     return err["msg"]
 
 
+def validation_problems(e: ValidationError, root: type[BaseModel] | None = None,
+                        prefix: tuple = ()) -> list[tuple[str, str]]:
+    """(field path, problem) for each error of validating ``root`` (default: Experiment); ``prefix``
+    is where that model sits in the file (e.g. ``("chaos", 2)``)."""
+    return [(_loc(prefix + tuple(err["loc"])), _message(err, root)) for err in e.errors()]
+
+
 def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: str | None = None) -> Experiment:
     """Validate already-loaded YAML/JSON data; :class:`BadInput` names ``source``, field, problem."""
     if not isinstance(data, dict):
@@ -828,8 +738,7 @@ def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: s
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
-        lines = [f"{source}: {_loc(tuple(err['loc']))}: {_message(err)}" for err in e.errors()]
-        raise BadInput("\n".join(lines)) from None
+        raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in validation_problems(e))) from None
     except ConfigProblems as e:
         raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in e.problems)) from None
 

@@ -1,13 +1,21 @@
 """Units of the experiment file: durations (``500ms``, ``10s``, ``2m``), rates (``20/s``) and the
-resource quantities of scenario-shaped objects (numbers in scenario units: cpu in millicores)."""
+resource quantities of scenario-shaped objects (numbers in scenario units: cpu in millicores).
+
+The one duration grammar of the project: experiment keys and chaos entries alike use
+:data:`Duration` (a pydantic type: parsed to seconds, written back as ``"500ms"``; its JSON Schema
+is the string grammar). :data:`PositiveDuration` is the same, > 0."""
 from __future__ import annotations
 
 import math
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer, WithJsonSchema
 
 from cluster_state.quantity import QuantityError, parse_quantity
 
-__all__ = ["parse_duration", "format_duration", "parse_rate", "format_rate", "scenario_quantity"]
+__all__ = ["parse_duration", "format_duration", "parse_rate", "format_rate", "scenario_quantity",
+           "Duration", "PositiveDuration", "Rate", "DURATION_SCHEMA", "RATE_SCHEMA"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m)\s*$")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*(s|m)\s*$")
@@ -63,3 +71,20 @@ def scenario_quantity(resource: str, value: object) -> int:
             raise QuantityError(resource, value, "must be a non-negative number")
         return int(math.ceil(value))
     return parse_quantity(resource, value)
+
+
+def _positive(v: float) -> float:
+    if v <= 0:
+        raise ValueError(f"must be > 0 (got {format_duration(v)})")
+    return v
+
+
+DURATION_SCHEMA = {"anyOf": [{"type": "string", "pattern": _DURATION.pattern}, {"const": 0}],
+                   "description": "a duration: 500ms, 10s, 2m (or 0)"}
+RATE_SCHEMA = {"type": "string", "pattern": _RATE.pattern, "description": "a rate: 20/s or 600/m"}
+
+Duration = Annotated[float, BeforeValidator(parse_duration),
+                     PlainSerializer(format_duration, return_type=str), WithJsonSchema(DURATION_SCHEMA)]
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+Rate = Annotated[float, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str),
+                 WithJsonSchema(RATE_SCHEMA)]

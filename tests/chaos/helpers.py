@@ -129,3 +129,12 @@ async def aapi(redis_url, key_prefix):
     c = AsyncApiClient.from_url(redis_url, prefix=key_prefix)
     yield c
     await c.close()
+
+
+def compact_history(api, kinds) -> dict[str, int]:
+    """Server-side 410: compact each kind's history up to the current RV, so every watcher that is
+    behind gets a real 410 Gone on its next watch call."""
+    rv = api.current_resource_version()
+    for k in kinds:
+        api.compact(k, rv)
+    return {k: rv for k in kinds}

@@ -1,7 +1,9 @@
 """kill / pause by PID of real child processes, redis-restart of a real redis-server with
-persistence, and the nemesis firing a schedule against a driver's Targets."""
+persistence, and the nemesis firing a schedule against a driver's Targets (chaos.targets) whose
+instances are real child processes."""
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ import pytest
 
 from chaos.injectors import process
 from chaos.injectors.watch import WatchChaos
-from chaos.nemesis import Nemesis, run_nemesis_in_thread
+from chaos.nemesis import Nemesis
 from chaos.schedule import build_schedule
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -54,7 +56,8 @@ def test_refuses_bad_pids():
 
 
 class ProcTargets:
-    """A driver's Targets: instances are child processes; the 'leader' is whoever we say."""
+    """A driver's Targets: instances are child processes signalled by PID; the 'leader' is whoever
+    we say; no proxy() (partitions are skipped)."""
 
     def __init__(self, spawn, names):
         self.spawn = spawn
@@ -67,8 +70,16 @@ class ProcTargets:
     def leader(self):
         return self.leader_name
 
-    def pid(self, name):
-        return self.procs[name].pid
+    def kill(self, name):
+        pid = self.procs[name].pid
+        process.kill_pid(pid)
+        return f"SIGKILL {name} (pid {pid})"
+
+    def pause(self, name):
+        process.pause_pid(self.procs[name].pid)
+
+    async def resume(self, name):                    # async on purpose: both kinds are accepted
+        process.resume_pid(self.procs[name].pid)
 
     def restart(self, name):
         self.procs[name] = self.spawn()
@@ -149,11 +160,15 @@ def test_redis_restart_keeps_state_with_persistence(tmp_path):
         s = build_schedule([{"at": "100ms", "for": "300ms", "fault": "redis-restart"}], 1, [])
 
         class T:
-            def redis_restart(self, down_s):
+            def redis_restart(self, down_s):         # blocking: the nemesis runs it in a thread
                 process.restart_redis(server, down_s)
-        th = run_nemesis_in_thread(s, T())
-        assert th.wait(60)
-        recs = th.stop()
+
+        async def run():
+            nem = Nemesis(s, T())
+            await asyncio.wait_for(nem.run(), 60)
+            await nem.stop()
+            return nem.to_json()
+        recs = asyncio.run(run())
         assert [(r["fault"], r["status"]) for r in recs][:1] == [("redis-restart", "applied")]
         assert api.get("Queue", "q1")["metadata"]["name"] == "q1"     # state survived
         assert api.current_resource_version() == rv

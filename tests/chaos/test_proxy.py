@@ -8,13 +8,12 @@ import pytest
 import redis
 
 from chaos.injectors.proxy import RedisProxy, ThreadedRedisProxy
-from chaos.injectors.watch import expire_by_compaction
 from chaos.retry import AsyncRetryingApiClient, RetryingApiClient
 from cluster_state.aio import AsyncApiClient
 from cluster_state.client import ApiClient
 
-from .helpers import (NS, Recorder, api, caught_up, eventually, informer, informer_state,  # noqa: F401
-                      make_pod, server_state)
+from .helpers import (NS, Recorder, api, caught_up, compact_history, eventually, informer,  # noqa: F401
+                      informer_state, make_pod, server_state)
 
 
 async def test_partitioned_informer_stops_receiving_then_catches_up(api, redis_url, key_prefix):
@@ -59,7 +58,7 @@ async def test_partition_longer_than_history_relists_with_tombstones(api, redis_
             proxy.partition()
             api.delete("Pod", "p0", NS, grace_period_seconds=0)
             api.create(make_pod("new"))
-            expire_by_compaction(api, ["Pod"])
+            compact_history(api, ["Pod"])
             await eventually(lambda: inf.stats.watch_errors >= 1, 60, "a failed watch")
             proxy.heal()
             await eventually(lambda: inf.stats.relists >= 1, 60, "the relist")

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from chaos.injectors.watch import WatchChaos, WatchChaosHook, expire_by_compaction
+from chaos.injectors.watch import WatchChaos, WatchChaosHook
 from chaos.schedule import build_schedule
 
-from .helpers import (NS, Recorder, api, aapi, caught_up, check_contract, eventually, informer,  # noqa: F401
-                      informer_state, make_pod, median, server_state, touch)
+from .helpers import (NS, Recorder, api, aapi, caught_up, check_contract, compact_history,  # noqa: F401
+                      eventually, informer, informer_state, make_pod, median, server_state, touch)
 
 I1, I2 = "scheduler-1", "scheduler-2"
 
@@ -169,7 +169,7 @@ async def test_expire_by_compaction_relists_with_tombstones(api, aapi):
     api.delete("Pod", "p0", NS, grace_period_seconds=0)
     api.delete("Pod", "p1", NS, grace_period_seconds=0)
     api.create(make_pod("p1"))
-    expire_by_compaction(api, ["Pod"])                 # ... and its history is gone: 410
+    compact_history(api, ["Pod"])                 # ... and its history is gone: 410
     await inf.start()
     try:
         await eventually(lambda: inf.stats.relists >= 1 and inf.pending() == 0, 60, "relist")
@@ -237,16 +237,20 @@ def test_hooks_pickle_for_ray_and_keep_their_schedule():
 
 
 async def test_schedule_driven_hooks_survive_a_pickle_trip_into_an_instance_config(api, aapi):
-    """What a Ray actor gets: InstanceConfig.informer_options built by informer_options(), pickled."""
-    from chaos.injectors.watch import informer_options
+    """What a Ray actor gets: InstanceConfig.informer_options["hook_factories"] from
+    hook_factories(), pickled; the hooks are built in place and act from the epoch."""
+    from chaos.injectors.watch import hook_factories
     s = sched({"at": 0, "for": "60s", "fault": "watch-delay", "target": I1, "kinds": ["Pod"],
                "delay": {"dist": "fixed", "value": "100ms"}})
-    opts = pickle.loads(pickle.dumps(informer_options(s, I1, epoch=time.time(), block_ms=100)))
-    assert opts["block_ms"] == 100 and set(opts["hooks"]) >= {"Pod", "Node"}
-    inf = informer(aapi, hook=opts["hooks"]["Pod"])
+    factories = pickle.loads(pickle.dumps(hook_factories(s, I1)))
+    assert set(factories) >= {"Pod", "Node"}
+    hooks = {k: f() for k, f in factories.items()}
+    for h in hooks.values():
+        h.set_epoch(time.time())
+    inf = informer(aapi, hook=hooks["Pod"])
     async with inf:
         assert await inf.wait_for_sync(60)
         api.create(make_pod("x"))
         await caught_up(inf, api)
     assert min(inf.staleness_ms) >= 100.0
-    assert opts["hooks"]["Pod"].stats.delayed >= 1 and opts["hooks"]["Node"].scheduled == []
+    assert hooks["Pod"].stats.delayed >= 1 and hooks["Node"].scheduled == []

@@ -208,8 +208,8 @@ def test_field_errors(tmp_path, text, path, problem):
 @pytest.mark.parametrize("entry, path, problem", [
     ("{at: 1s, fault: fly, target: leader}", "chaos[0].fault", "unknown fault 'fly'; known: watch-delay"),
     ("{at: 1s, fault: watch-delay, target: scheduler-1}", "chaos[0]", "fault watch-delay needs delay"),
-    ("{at: 1s, fault: kill, target: all}", "chaos[0]", "fault kill cannot target 'all'"),
-    ("{at: 1s, fault: kill, target: node-1}", "chaos[0]", "expected scheduler-<N>, leader or all"),
+    ("{at: 1s, fault: kill, target: all}", "chaos[0].target", "fault kill cannot target 'all'"),
+    ("{at: 1s, fault: kill, target: node-1}", "chaos[0].target", "expected scheduler-<N>, leader or all"),
     ("{at: 1s, fault: pause, target: leader}", "chaos[0]", "fault pause needs for"),
     ("{at: 1s, fault: pause, target: leader, for: 2s, delay: {dist: fixed, value: 1s}}", "chaos[0]",
      "fault pause does not take delay (it takes for, target)"),
