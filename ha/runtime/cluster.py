@@ -41,8 +41,12 @@ class ClusterConfig:
 
 
 class ClusterSim:
-    def __init__(self, config: ClusterConfig, *, api=None):
+    def __init__(self, config: ClusterConfig, *, api=None, clock=None):
+        """``clock``: ``monotonic()`` and ``now()`` (unix) for the world's timing and write-time
+        stamps (default: the system's; a simulation gives its virtual clock)."""
         self.config = config
+        self._mono = clock.monotonic if clock is not None else time.monotonic
+        self._wall = clock.now if clock is not None else time.time
         self._api = api
         self._own_api = api is None
         self.kubelet: Kubelet | None = None
@@ -71,9 +75,11 @@ class ClusterSim:
         pgs = KindMirror(api, "PodGroup")
         nodes = KindMirror(api, "Node")
         self._pods, self._pgs, self._nodes = pods, pgs, nodes
-        self.kubelet = Kubelet(api, self.config.kubelet, pods=pods, nodes=nodes)
-        self.controller = JobController(api, self.config.controller, pods=pods, podgroups=pgs)
-        self._t0 = time.monotonic()
+        self.kubelet = Kubelet(api, self.config.kubelet, pods=pods, nodes=nodes, now=self._mono,
+                               wall=self._wall)
+        self.controller = JobController(api, self.config.controller, pods=pods, podgroups=pgs,
+                                        wall=self._wall)
+        self._t0 = self._mono()
         self._tasks = [asyncio.create_task(self._world_loop(), name="cluster-world")]
         if self.config.workload is not None:
             self._tasks.append(asyncio.create_task(self._workload_loop(), name="cluster-workload"))
@@ -111,7 +117,7 @@ class ClusterSim:
                 if kcfg.admission:
                     await self._nodes.sync(block_ms=1)
                 await self.kubelet.tick()
-                now = time.monotonic()
+                now = self._mono()
                 if now - last_ctrl >= ccfg.tick_s:
                     last_ctrl = now
                     await self.controller.tick()
@@ -130,7 +136,7 @@ class ClusterSim:
         api = self._api
         try:
             for job in gen.jobs():
-                delay = self._t0 + job.arrival_s - time.monotonic()
+                delay = self._t0 + job.arrival_s - self._mono()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 pg, pods = gen.objects(job)
@@ -157,7 +163,7 @@ class ClusterSim:
 
     def _stamp(self, obj: dict, key: str) -> dict:
         if self.config.stamp_write_time:
-            obj["metadata"].setdefault("annotations", {})[key] = repr(time.time())
+            obj["metadata"].setdefault("annotations", {})[key] = repr(self._wall())
         return obj
 
     # -- queries -----------------------------------------------------------------------------

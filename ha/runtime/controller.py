@@ -69,8 +69,10 @@ class ControllerStats:
 
 class JobController:
     def __init__(self, api, config: ControllerConfig | None = None, *,
-                 pods: KindMirror | None = None, podgroups: KindMirror | None = None):
+                 pods: KindMirror | None = None, podgroups: KindMirror | None = None,
+                 wall=time.time):
         self.api = api
+        self._wall = wall          # write-time stamps of re-created pods
         self.config = config or ControllerConfig()
         self.pods = pods or KindMirror(api, "Pod")
         self.podgroups = podgroups or KindMirror(api, "PodGroup")
@@ -167,7 +169,7 @@ class JobController:
         ann[ATTEMPT_ANNOTATION] = str(attempt)
         # a fresh write-time (not the template's): staleness is measured from this create
         from cluster_state.delivery import WRITE_TIME_ANNOTATION
-        ann[WRITE_TIME_ANNOTATION] = repr(time.time())
+        ann[WRITE_TIME_ANNOTATION] = repr(self._wall())
         spec = copy.deepcopy(template.get("spec") or {})
         spec["nodeName"] = ""
         pod = {"apiVersion": "v1", "kind": "Pod",
