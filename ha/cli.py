@@ -143,12 +143,14 @@ def report(
 def analyze(
     results_dir: Path = typer.Argument(..., help="results folder of a run (with its history/)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    checkers: List[Path] = typer.Option([], "--checkers",
+                                        help="a folder (or .py file) of further checker modules; repeatable"),
 ) -> None:
     """Recompute every metric from the folder's recorded history/ alone; rewrite metrics.json's
     summary, timeseries.csv, divergence.jsonl and report.md."""
     from ha.experiment.analyze import analyze_cli
     try:
-        code = analyze_cli(results_dir, as_json=as_json, echo=typer.echo)
+        code = analyze_cli(results_dir, as_json=as_json, echo=typer.echo, extra_checkers=checkers)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

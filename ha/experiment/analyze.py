@@ -146,7 +146,8 @@ def analyze(out_dir: str | os.PathLike, *, extra_checkers: Iterable[str | os.Pat
                     "reference_handler_errors": rp.handler_errors,
                     "divergence_t": [list(x) for x in rp.divergence_t[-2000:]]})
     doc["oracles"] = oracles
-    doc["history"] = {"ticks": len(h.ticks()), "events": len(h.events()), "decisions": len(h.decisions()),
+    doc["history"] = {"ticks": len(h.ticks()), "elapsed_s": round(h.duration(), 3), "events": len(h.events()),
+                      "decisions": len(h.decisions()), "final": h.final is not None,
                       "skipped": dict(sorted(h.skipped.items())), "warnings": list(h.warnings),
                       "checkers": [c.name for c in checkers]}
     write_json(out / "metrics.json", doc)
@@ -159,12 +160,15 @@ def analyze(out_dir: str | os.PathLike, *, extra_checkers: Iterable[str | os.Pat
     return summary
 
 
-def analyze_cli(path, as_json: bool = False, echo=print) -> int:
+def analyze_cli(path, as_json: bool = False, echo=print, extra_checkers: Iterable[str | os.PathLike] = ()) -> int:
     """The ``analyze`` command: BadInput (exit 2) for a folder without a history."""
     p = Path(path)
     if not p.is_dir():
         raise BadInput(f"{p}: not a results folder (no such folder)")
-    summary = analyze(p)
+    for c in extra_checkers:
+        if not Path(c).exists():
+            raise BadInput(f"--checkers {c}: no such file or folder")
+    summary = analyze(p, extra_checkers=extra_checkers)
     if as_json:
         echo(json.dumps(summary, sort_keys=True, default=str))
         return 0

@@ -23,9 +23,11 @@ def compare_table(results: list[Results]) -> dict[str, Any]:
     "details": {metric: [full summary value per run]}}"""
     runs = [{"label": run_label(r), "path": str(r.path), "profile": r.experiment.get("profile"),
              "seed": r.experiment.get("seed"), "name": r.experiment.get("name")} for r in results]
+    # DESIGN.md's metrics first, then the extensions any of the runs measured (sorted)
+    names = list(METRIC_NAMES) + sorted({k for r in results for k in r.summary} - set(METRIC_NAMES))
     metrics = {m: [headline(m, r.summary.get(m)) if m in r.summary else None for r in results]
-               for m in METRIC_NAMES}
-    details = {m: [r.summary.get(m) for r in results] for m in METRIC_NAMES}
+               for m in names}
+    details = {m: [r.summary.get(m) for r in results] for m in names}
     extras = {"allocation_drift.rate": [((r.summary.get("allocation_drift") or {}).get("rate")
                                          if isinstance(r.summary.get("allocation_drift"), dict) else None)
                                         for r in results],

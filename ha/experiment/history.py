@@ -33,7 +33,7 @@ import msgpack
 
 from ha.errors import BadInput
 
-__all__ = ["HISTORY_DIR", "COUNTERS", "HistoryWriter", "History", "fold_delta"]
+__all__ = ["HISTORY_DIR", "COUNTERS", "HistoryWriter", "History", "fold_delta", "api_state"]
 
 HISTORY_DIR = "history"
 
@@ -150,10 +150,13 @@ class HistoryWriter:
             w(self._packer.pack({"rv": int(e["rv"]), "type": e["type"], "kind": e["kind"],
                                  "object": e["object"]}))
 
-    def decisions(self, decisions: Iterable[Mapping[str, Any]]) -> None:
-        """Decision records (``t`` in run seconds) carrying ``instance`` and ``generation``."""
+    def decisions(self, decisions: Iterable[Mapping[str, Any]], *, t0_wall: float | None = None) -> None:
+        """Decision records carrying ``instance`` and ``generation``; ``t`` in run seconds — or,
+        with ``t0_wall`` (the run's start, Unix seconds), converted from the instance's wall time."""
         f = self._files["decisions"]
         for d in decisions:
+            if t0_wall is not None and d.get("t") is not None:
+                d = {**d, "t": round(float(d["t"]) - t0_wall, 6)}
             f.write(_dumps(d) + "\n")
 
     def staleness(self, t: float, instance: str, generation: int, samples: Iterable[float]) -> None:
@@ -205,6 +208,20 @@ class HistoryWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def api_state(lists: Mapping[str, Iterable[Mapping[str, Any]]], rv: int, **extra: Any) -> dict[str, Any]:
+    """final.json's ``api_state`` from a list per kind taken at ``rv``: ``{"rv", "kinds": {kind:
+    {"ns/name" or name: resourceVersion}}}`` (the API-consistency check's input)."""
+    kinds: dict[str, dict[str, int]] = {}
+    for kind in sorted(lists):
+        per: dict[str, int] = {}
+        for o in lists[kind]:
+            md = o.get("metadata") or {}
+            key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
+            per[key] = int(md.get("resourceVersion") or 0)
+        kinds[kind] = dict(sorted(per.items()))
+    return {"rv": int(rv), "kinds": kinds, **extra}
 
 
 # ------------------------------------------------------------------------------------- reader
@@ -327,8 +344,9 @@ class History:
 
     def digests(self) -> Iterator[tuple[dict[str, Any], dict[str, dict[str, Any]]]]:
         """Per tick: (the tick record, {instance: its state with FULL ``tasks``/``nodes``}). An
-        instance not sampled in the tick appears as ``{"alive": 0}``. Every yielded dict is new
-        (the fold copies), so a caller may keep it across ticks."""
+        instance not sampled in the tick appears as ``{"alive": 0}``. ``changed_tasks``: the uids
+        whose entry changed since the instance's previous record (None after a full record).
+        Every yielded dict is new (the fold copies), so a caller may keep it across ticks."""
         state: dict[str, tuple[int, dict, dict]] = {}
         for tk in self.ticks():
             out: dict[str, dict[str, Any]] = {}
@@ -340,11 +358,13 @@ class History:
                 prev = state.get(name)
                 if rec.get("full") or prev is None or prev[0] != gen:
                     tasks, nodes = dict(rec.get("tasks") or {}), dict(rec.get("nodes") or {})
+                    changed = None
                 else:
                     tasks = fold_delta(prev[1], rec.get("tasks") or {})
                     nodes = fold_delta(prev[2], rec.get("nodes") or {})
+                    changed = frozenset(rec.get("tasks") or ())
                 state[name] = (gen, tasks, nodes)
-                out[name] = {**rec, "tasks": tasks, "nodes": nodes}
+                out[name] = {**rec, "tasks": tasks, "nodes": nodes, "changed_tasks": changed}
                 out[name].pop("full", None)
             yield tk, out
 

@@ -1,17 +1,21 @@
-"""Oracles: each DESIGN.md metric as a small class over observations (pure: no Redis, no Ray).
+"""Oracles: each DESIGN.md metric's rule as a small class over observations (pure: no Redis, no
+Ray). The checkers (:mod:`ha.experiment.checkers`, one module per metric) feed them from the
+recorded history; this module holds the rules, the checkers decide what to feed them.
 
-The runner feeds them, every ``measure.every``:
+Observations:
 
 * instance digests (``{"tasks": {uid: [status, node]}, "nodes": {name: {idle, used, releasing,
-  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile, built from
-  the API server's own event stream: :mod:`ha.experiment.reference`);
-* the API server's truth: pods, nodes and pod groups as the reference informers hold them, and the
-  pod events they saw (nominations, binds, deletions) in order;
-* the instances' decision records (``decisions(since)``: op bind/evict/pipeline/status, with
-  session, pod, node, ok, dry_run).
+  pipelined}}}``) and the reference digest (an up-to-date cache under the same profile: the replay
+  of the API server's own event stream);
+* the API server's truth: pods, nodes and pod groups, and the pod events (nominations, binds,
+  deletions) in order;
+* the instances' decision records (op bind/evict/pipeline/status, with session, pod, node, ok,
+  dry_run).
 
-Each oracle's ``summary()`` returns the value written under its DESIGN.md name in metrics.json, or
-None when it could not be computed (then the metric is absent, with a reason; never a zero).
+Each oracle's ``summary()`` is the value written under its DESIGN.md name in metrics.json, or None
+when it could not be computed (then the metric is absent, with a reason; never a zero).
+:class:`Oracles` drives them all from a live run's samples (the runner's in-process path until it
+records a history; then it goes).
 
 Definitions used (DESIGN.md "Metrics", made precise here):
 
@@ -34,7 +38,7 @@ from typing import Any, Iterable, Mapping
 __all__ = [
     "status_name", "task_diff", "resource_drift_fraction", "cluster_capacity", "pod_requests",
     "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
-    "ResourceDrift", "Staleness", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
+    "ResourceDrift", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
     "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
 ]
@@ -85,6 +89,19 @@ def diff_tasks(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str
             continue          # created during the window: the instance could not have seen it yet
         out.add(uid)
     return out
+
+
+def _differs(uid: str, x: Any, y: Any, b_before: Mapping[str, Any] | None) -> bool:
+    """:func:`diff_tasks`' rule for one task (x: the instance's entry, y: the reference's)."""
+    if x is None:
+        return y is not None and not (b_before is not None and b_before.get(uid) is None)
+    if x == y or (y is not None and _entry(x) == _entry(y)):
+        return False
+    if b_before is not None:
+        z = b_before.get(uid)
+        if z is not None and _entry(x) == _entry(z):
+            return False
+    return True
 
 
 def task_diff(a: Mapping[str, Any], b: Mapping[str, Any], b_before: Mapping[str, Any] | None = None) -> int:
@@ -144,7 +161,7 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
         if cap <= 0:
             continue
         total = 0.0
-        for name in inst_nodes.keys() | ref_nodes.keys():
+        for name in sorted(inst_nodes.keys() | ref_nodes.keys()):   # sorted: a float sum's order
             a = inst_nodes.get(name) or {}
             r = ref_nodes.get(name) or {}
             if a == r:
@@ -268,10 +285,24 @@ class CacheDivergence(InstanceSeries):
         self.last_counted: dict[str, set[str]] = {}   # the uids behind the last value (divergence.jsonl)
         self.last_persistent: dict[str, int] = {}
         self._held: dict[str, dict[str, tuple | None]] = {}
+        self._diff: dict[str, set[str]] = {}
 
     def observe(self, instance: str, tasks: Mapping[str, Any], reference_tasks: Mapping[str, Any],
-                reference_before: Mapping[str, Any] | None = None) -> int:
-        diff = diff_tasks(tasks, reference_tasks, reference_before)
+                reference_before: Mapping[str, Any] | None = None, changed: Iterable[str] | None = None) -> int:
+        """``changed`` (optional): the uids whose instance, reference or reference-before entry may
+        have changed since this instance's previous observation (None: not known) — then only
+        those are re-judged, with the same result as a full :func:`diff_tasks`."""
+        prev_diff = self._diff.get(instance)
+        if changed is not None and prev_diff is not None:
+            diff = set(prev_diff)
+            for uid in changed:
+                if _differs(uid, tasks.get(uid), reference_tasks.get(uid), reference_before):
+                    diff.add(uid)
+                else:
+                    diff.discard(uid)
+        else:
+            diff = diff_tasks(tasks, reference_tasks, reference_before)
+        self._diff[instance] = diff
         ahead = {u for u in diff if _ahead(tasks.get(u), reference_tasks.get(u))}
         prev = self._ahead.get(instance, set())
         self._ahead[instance] = ahead
@@ -292,13 +323,35 @@ class PairwiseDrift:
 
     def __init__(self) -> None:
         self.pairs: dict[str, list[int]] = {}
+        self._calls = 0
+        self._diff: dict[tuple[str, str], tuple[int, set[str]]] = {}
 
-    def observe(self, digests: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    def observe(self, digests: Mapping[str, Mapping[str, Any]],
+                changed: Mapping[str, Any] | None = None) -> dict[tuple[str, str], int]:
+        """Drift of every pair (names sorted). ``changed`` (optional): per instance, the uids whose
+        entry changed since its digest in the previous call (None: not known) — a pair observed
+        in the previous call is then updated from those uids alone, with the same result."""
         out = {}
         for a, b in combinations(sorted(digests), 2):
-            v = task_diff(digests[a], digests[b])
-            out[(a, b)] = v
-            self.pairs.setdefault(f"{a}|{b}", []).append(v)
+            prev = self._diff.get((a, b))
+            ca = changed.get(a) if changed is not None else None
+            cb = changed.get(b) if changed is not None else None
+            if prev is not None and prev[0] == self._calls - 1 and ca is not None and cb is not None:
+                d = set(prev[1])
+                ta, tb = digests[a], digests[b]
+                for uid in ca | cb:
+                    x, y = ta.get(uid), tb.get(uid)
+                    if (x is None and y is None) or (x is not None and y is not None
+                                                     and (x == y or _entry(x) == _entry(y))):
+                        d.discard(uid)
+                    else:
+                        d.add(uid)
+            else:
+                d = diff_tasks(digests[a], digests[b])
+            self._diff[(a, b)] = (self._calls, d)
+            out[(a, b)] = len(d)
+            self.pairs.setdefault(f"{a}|{b}", []).append(len(d))
+        self._calls += 1
         return out
 
     def summary(self) -> dict[str, Any] | None:
@@ -319,28 +372,6 @@ class ResourceDrift(InstanceSeries):
         v = resource_drift_fraction(nodes, reference_nodes, capacity, ref_before=reference_before)
         self.add(instance, v)
         return v
-
-
-class Staleness:
-    """staleness_ms: per instance, the informers' write→applied percentiles (the instance's own
-    ``stats()["staleness_ms"]`` = {p50, p99, max, n}); the latest report per instance wins, and a
-    killed instance's last report is kept."""
-
-    def __init__(self) -> None:
-        self.per: dict[str, dict[str, Any]] = {}
-
-    def observe(self, instance: str, stats: Mapping[str, Any] | None) -> None:
-        st = (stats or {}).get("staleness_ms")
-        if isinstance(st, Mapping) and st.get("n"):
-            self.per[instance] = dict(st)
-
-    def summary(self) -> dict[str, Any] | None:
-        if not self.per:
-            return None
-        return {"p50": max(v["p50"] for v in self.per.values()),
-                "p99": max(v["p99"] for v in self.per.values()),
-                "max": max(v["max"] for v in self.per.values()),
-                "instances": dict(sorted(self.per.items()))}
 
 
 class OvercommitViolations:
@@ -806,7 +837,6 @@ class Oracles:
     def __init__(self) -> None:
         self.divergence = CacheDivergence()
         self.resource = ResourceDrift()
-        self.staleness = Staleness()
         self.overcommit = OvercommitViolations()
         self.allocation = AllocationDrift()
         self.wasted = WastedEvictions()
@@ -850,7 +880,6 @@ class Oracles:
                 row["cache_divergence_persistent"] = self.divergence.last_persistent.get(name, 0)
                 self.last_divergence[name] = row["cache_divergence"]
                 worst = row["cache_divergence"] if worst is None else max(worst, row["cache_divergence"])
-            self.staleness.observe(name, stats.get(name))
             row.update({"overcommit_nodes": over, "allocation_drift": self.allocation.count,
                         "wasted_evictions": self.wasted.summary(final=False)["count"],
                         "cyclic_evictions": self.cyclic.count, "partial_gang_binds": self.gangs.count})
@@ -864,14 +893,13 @@ class Oracles:
         out: dict[str, Any] = {}
         absent: dict[str, str] = {}
         if self.ticks == 0:
-            for n in ("cache_divergence", "resource_drift", "staleness_ms", "allocation_drift",
+            for n in ("cache_divergence", "resource_drift", "allocation_drift",
                       "wasted_evictions", "cyclic_evictions", "overcommit_violations", "partial_gang_binds"):
                 absent[n] = "no measurement tick with the reference cache"
             return out, absent
         for name, v, why in (
                 ("cache_divergence", self.divergence.summary(), "no instance with a synced cache was sampled"),
                 ("resource_drift", self.resource.summary(), "no cluster capacity (no nodes) or no synced instance"),
-                ("staleness_ms", self.staleness.summary(), "no informer staleness samples (no write-time stamps)"),
                 ("overcommit_violations", self.overcommit.summary(), "no tick"),
                 ("allocation_drift", self.allocation.summary(), ""),
                 ("wasted_evictions", self.wasted.summary(final=True), ""),

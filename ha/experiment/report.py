@@ -281,7 +281,9 @@ def write_report(path: str | Path) -> Path:
         plots.append(("Binds and evictions over time", "binds_evictions.png"))
     if _plot_staleness(res, out / "staleness.png"):
         plots.append(("Staleness distribution", "staleness.png"))
-    run = res.metrics.get("run") or {}
+    hist = res.metrics.get("history") if isinstance(res.metrics.get("history"), dict) else {}
+    run = {"elapsed_s": hist.get("elapsed_s"), "ticks": hist.get("ticks"),
+           "interrupted": (res.metrics.get("run") or {}).get("interrupted")} | (res.metrics.get("run") or {})
     oracles = res.metrics.get("oracles") if isinstance(res.metrics.get("oracles"), dict) else {}
     absent = res.metrics.get("absent") or (oracles or {}).get("absent") or {}
     lines = [f"# {exp.get('name', out.name)} — profile `{exp.get('profile')}`, seed {exp.get('seed')}", ""]

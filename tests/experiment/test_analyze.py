@@ -44,7 +44,7 @@ def test_analyze_writes_summary_timeseries_divergence_and_report(tmp_path):
     assert s["cache_divergence"]["instances"][S2]["max"] == 2 and s["cache_divergence"]["final_max"] == 0
     assert s["pods_bound_per_s"] == 0.4   # 2 binds recorded by each instance, 10 s and s["allocation_drift"]["count"] == 0
     assert s["convergence"]["ok"] is True and s["api_consistency"]["ok"] is True
-    assert s["leader_changes"] == 0 and s["staleness_ms"]["p50"] == 1.5
+    assert s["leader_changes"] == 0 and s["staleness_ms"] == {S1: {"p50": 1.5, "p99": 2.5, "max": 2.5, "n": 2}}
     doc = json.loads((out / "metrics.json").read_text())
     assert doc["summary"] == json.loads(json.dumps(s))
     assert doc["absent"] == {"failover_recovery_s": "no leader loss in the run"}
@@ -89,6 +89,10 @@ def test_a_checker_added_later_runs_on_an_old_folder(tmp_path):
     assert {k: v for k, v in after.items() if k != "evictions_per_bind"} == before
     doc = json.loads((out / "metrics.json").read_text())
     assert "evictions_per_bind" in doc["history"]["checkers"]
+    res = CliRunner().invoke(app, ["analyze", str(out), "--json", "--checkers", str(extra)])
+    assert res.exit_code == 0 and json.loads(res.output)["evictions_per_bind"] == 0.0
+    res = CliRunner().invoke(app, ["analyze", str(out), "--checkers", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "--checkers" in res.output and "nope" in res.output
 
 
 def test_analyze_twice_is_byte_identical(tmp_path):
@@ -126,3 +130,29 @@ def test_cli_analyze_json_and_bad_folders(tmp_path):
     assert res.exit_code == 2 and "no recorded history" in res.output
     res = runner.invoke(app, ["report", str(out)])
     assert res.exit_code == 0 and (out / "report.md").exists()
+
+
+def test_analyze_is_byte_identical_across_processes_and_hash_seeds(tmp_path):
+    import os
+    import subprocess
+    import sys
+    out = results_folder(tmp_path / "run")
+    got = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", "import sys; from ha.experiment.analyze import analyze; "
+                        "analyze(sys.argv[1], report=False)", str(out)], check=True, env=env)
+        got.append([(out / f).read_bytes() for f in ("metrics.json", "timeseries.csv", "divergence.jsonl")])
+    assert got[0] == got[1]
+
+
+def test_compare_shows_analyzed_runs_with_their_extensions(tmp_path):
+    from ha.experiment.compare import compare_table
+    a = results_folder(tmp_path / "a")
+    analyze(a, report=False)
+    b = results_folder(tmp_path / "b")
+    analyze(b, report=False)
+    t = compare_table([read_results(a), read_results(b)])
+    assert t["metrics"]["cache_divergence"] == [2, 2]
+    assert t["metrics"]["leader_changes"] == [0, 0] and t["metrics"]["api_consistency"] == [True, True]
+    assert t["metrics"]["failover_recovery_s"] == [None, None]

@@ -101,3 +101,15 @@ def test_final_and_streams(tmp_path):
     assert h.staleness() == [{"t": 2.0, "instance": "s1", "generation": 0, "ms": [1.235, 7.0]}]
     assert h.final == {"elapsed_s": 3.5, "interrupted": False} and h.duration() == 3.5
     json.loads((tmp_path / "history" / "run.json").read_text())
+
+
+def test_decisions_wall_time_converted_and_api_state_from_lists(tmp_path):
+    from ha.experiment.history import api_state
+    w = HistoryWriter(tmp_path, {})
+    w.decisions([{"t": 1000.75, "op": "bind", "instance": "s1", "generation": 0}], t0_wall=1000.0)
+    w.final({"api_state": api_state({"Pod": [{"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7"}}],
+                                     "Node": [{"metadata": {"name": "n1", "resourceVersion": "3"}}]}, 9)})
+    w.close()
+    h = History(tmp_path)
+    assert h.decisions()[0]["t"] == 0.75
+    assert h.final["api_state"] == {"rv": 9, "kinds": {"Node": {"n1": 3}, "Pod": {"ns/p": 7}}}

@@ -22,7 +22,8 @@ from ha.experiment.oracles import (CacheDivergence, PodEvent, ResourceDrift, Tru
                                    pod_events_of)
 
 __all__ = ["EventFold", "Step", "steps", "reference_pass", "ReferencePass", "key_of", "tick_rvs",
-           "per_alive", "truth_pass", "truth_absent",
+           "per_alive", "truth_pass", "truth_absent", "ReferenceDigest", "truth_checker",
+           "reference_checker",
            "DIVERGENCE_EXAMPLES"]
 
 DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
@@ -73,6 +74,7 @@ class EventFold:
             self.handlers = {k: CacheReplayHandler(cache, k, self.handler_errors) for k in _KINDS}
         self.truth = Truth(pods=self.store["Pod"], nodes=self.store["Node"], pod_groups=self.store["PodGroup"])
         self.nodes_changed = True
+        self.listener = None       # on_event(kind, type, old, new) after the cache applied it
 
     def advance(self, rv: int | None, t: float = 0.0) -> list[PodEvent]:
         """Apply every event with RV <= ``rv``; returns the pod events they make."""
@@ -101,11 +103,15 @@ class EventFold:
                         h.on_update(old, obj)
                 if kind == "Pod":
                     out.extend(pod_events_of(old, obj, et))
+                if self.listener is not None:
+                    self.listener(kind, typ, old, obj)
             elif typ == "DELETED":
                 old = store.pop(k, None)
                 self.deleted.setdefault(kind, {})[k] = int(e["rv"])
                 if h is not None:
                     h.on_delete(old if old is not None else obj)
+                if self.listener is not None:
+                    self.listener(kind, typ, old, obj)
                 if kind == "Pod":
                     out.append(PodEvent(et, "deleted", k, (obj.get("metadata") or {}).get("uid")))
         return out
@@ -151,6 +157,99 @@ def steps(h, *, cache=None) -> Iterator[Step]:
         yield Step(i, tk, t, fold.truth, evs, by_tick[i])
 
 
+class ReferenceDigest:
+    """The reference cache's digest, kept up to date incrementally: after pod events only the
+    touched tasks and the nodes they were or are on are re-read from the cache; any other event
+    that may move tasks (a Node, Queue or PriorityClass event, a PodGroup deletion) takes a full
+    ``cache.digest()``. Equal to ``cache.digest()`` at every step (tests/experiment/
+    test_reference_digest.py checks it on random histories); every returned digest is a new
+    snapshot, never changed afterwards."""
+
+    _SAFE = {("PodGroup", "ADDED"), ("PodGroup", "MODIFIED")}
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.tasks: dict[str, Any] | None = None
+        self.nodes: dict[str, Any] | None = None
+        self._full = True
+        self._pods: list[tuple[dict | None, dict | None]] = []
+        self.log: list[set[str] | None] = []     # per changing digest: the uids touched (None: full)
+
+    def on_event(self, kind, typ, old, new) -> None:
+        if kind == "Pod":
+            self._pods.append((old, new))
+        elif kind in _KINDS and (kind, typ) not in self._SAFE:   # a Lease never reaches the cache
+            self._full = True
+
+    def digest(self) -> dict[str, dict]:
+        if self._full or self.tasks is None:
+            d = self.cache.digest()
+            self.tasks, self.nodes = d["tasks"], d["nodes"]
+            self._full, self._pods = False, []
+            self.log.append(None)
+        elif self._pods:
+            self.log.append(self._apply())
+        return {"tasks": self.tasks, "nodes": self.nodes}
+
+    def changed_since(self, mark: int) -> set[str] | None:
+        """The uids touched by the digests after position ``mark`` of the log (None: a full
+        digest came in between, anything may have changed)."""
+        out: set[str] = set()
+        for s in self.log[mark:]:
+            if s is None:
+                return None
+            out |= s
+        return out
+
+    def _apply(self) -> set[str]:
+        cache = self.cache
+        tasks, nodes = dict(self.tasks), dict(self.nodes)
+        touched: dict[str, tuple[str, str, str, set[str]]] = {}
+        for pair in self._pods:
+            for obj in pair:
+                if obj is None:
+                    continue
+                md = obj.get("metadata") or {}
+                ns, name = md.get("namespace", ""), md.get("name", "")
+                gn = (md.get("annotations") or {}).get("scheduling.k8s.io/group-name")
+                uid = md.get("uid") or f"{ns}-{name}"
+                job_id = f"{ns}/{gn}" if gn else ""
+                _, _, _, near = touched.setdefault(uid, (job_id, ns, name, set()))
+                for n in ((obj.get("spec") or {}).get("nodeName"), (obj.get("status") or {}).get("nominatedNodeName")):
+                    if n:
+                        near.add(n)
+        self._pods = []
+        affected: set[str] = set()
+        for uid, (job_id, ns, name, near) in touched.items():
+            prev = tasks.get(uid)
+            if prev is not None and len(prev) > 1 and prev[1]:
+                near.add(prev[1])
+            job = cache.jobs.get(job_id)
+            t = job.tasks.get(uid) if job is not None else None
+            if t is None:
+                for n in sorted(near):
+                    ni = cache.nodes.get(n)
+                    cand = ni.tasks.get(f"{ns}/{name}") if ni is not None else None
+                    if cand is not None and cand.uid == uid:
+                        t = cand
+                        break
+            if t is None:
+                tasks.pop(uid, None)
+            else:
+                tasks[uid] = [str(t.status), t.node_name]
+                if t.node_name:
+                    near.add(t.node_name)
+            affected |= near
+        for n in affected:
+            ni = cache.nodes.get(n)
+            if ni is None:
+                nodes.pop(n, None)
+            else:
+                nodes[n] = ni.to_dict()
+        self.tasks, self.nodes = tasks, nodes
+        return set(touched)
+
+
 # -------------------------------------------------------------------------- the reference
 
 
@@ -174,12 +273,16 @@ def _build_cache(h):
                               default_queue=hd.get("default_queue") or "default")
 
 
-def reference_pass(h) -> ReferencePass:
+def reference_pass(h, *, exact: bool = False) -> ReferencePass:
     """Replay the truth into a cache built under the run's profile and switches; at every tick
     take its digest at ``rv_before`` and at ``rv_after`` and judge each synced instance's digest
-    against the truth anywhere in that window (oracles.CacheDivergence / ResourceDrift)."""
-    if "reference" in h.memo:
-        return h.memo["reference"]
+    against the truth anywhere in that window (oracles.CacheDivergence / ResourceDrift). Between
+    consecutive ticks only the tasks that changed (in the instance's delta or the reference's
+    touched uids) are re-judged; ``exact`` re-judges every task every tick (the same result:
+    tests/experiment/test_reference_digest.py)."""
+    memo_key = "reference_exact" if exact else "reference"
+    if memo_key in h.memo:
+        return h.memo[memo_key]
     rp = ReferencePass(CacheDivergence(), ResourceDrift())
     ticks = h.ticks()
     if not ticks:
@@ -189,42 +292,55 @@ def reference_pass(h) -> ReferencePass:
     elif all(tk.get("rv_after") is None and tk.get("rv_before") is None for tk in ticks):
         rp.absent = "the ticks carry no resourceVersion (rv_before/rv_after): cannot align the truth"
     if rp.absent:
-        h.memo["reference"] = rp
+        h.memo[memo_key] = rp
         return rp
     cache = _build_cache(h)
     fold = EventFold(_events_sorted(h), cache=cache)
+    incremental = ReferenceDigest(cache)
+    fold.listener = incremental.on_event
     capacity: dict[str, float] = {}
-    last_digest: tuple[int, dict] | None = None
 
     def digest_at(rv):
-        nonlocal last_digest
         fold.advance(rv)
-        if last_digest is None or last_digest[0] != fold.i:
-            d = cache.digest()
-            last_digest = (fold.i, {"tasks": d["tasks"], "nodes": d["nodes"]})
-        return last_digest[1]
+        return incremental.digest()
 
     rvs = tick_rvs(h)
-    for (tk, states), rv_after in zip(h.digests(), rvs):
+    observed: dict[str, int] = {}          # instance -> the last tick it was judged at
+    prev_mark: int | None = None           # the reference log position before the previous tick
+    prev_had_before = False
+    for k, ((tk, states), rv_after) in enumerate(zip(h.digests(), rvs)):
         t = float(tk["t"])
+        mark = len(incremental.log)
         before = digest_at(tk["rv_before"]) if tk.get("rv_before") is not None else None
         ref = digest_at(rv_after)
+        # what may have changed in the reference (after and before) since the previous tick
+        ref_changed = None
+        if exact is False and prev_mark is not None and prev_had_before == (before is not None):
+            ref_changed = incremental.changed_since(prev_mark)
+        prev_mark, prev_had_before = mark, before is not None
         if fold.nodes_changed:
             capacity = cluster_capacity(fold.store["Node"].values())
             fold.nodes_changed = False
         rows: dict[str, dict[str, Any]] = {}
         worst = None
-        names = {(p.get("metadata") or {}).get("uid"): k for k, p in fold.store["Pod"].items()}
+        names = None
         for name in sorted(states):
             st = states[name]
             if not st.get("alive") or not st.get("synced", 1):
                 continue
-            v = rp.divergence.observe(name, st["tasks"], ref["tasks"], before["tasks"] if before else None)
+            changed = None
+            if ref_changed is not None and observed.get(name) == k - 1 and st.get("changed_tasks") is not None:
+                changed = ref_changed | st["changed_tasks"]
+            observed[name] = k
+            v = rp.divergence.observe(name, st["tasks"], ref["tasks"], before["tasks"] if before else None,
+                                      changed=changed)
             r = rp.resource.observe(name, st["nodes"], ref["nodes"], capacity, before["nodes"] if before else None)
             rows[name] = {"cache_divergence": v, "resource_drift": r,
                           "cache_divergence_persistent": rp.divergence.last_persistent.get(name, 0)}
             worst = v if worst is None else max(worst, v)
             uids = sorted(rp.divergence.last_counted.get(name) or ())
+            if uids and names is None:
+                names = {(p.get("metadata") or {}).get("uid"): key for key, p in fold.store["Pod"].items()}
             for uid in uids[:DIVERGENCE_EXAMPLES]:
                 rp.examples.append({"t": round(t, 3), "instance": name, "pod": names.get(uid), "uid": uid,
                                     "instance_state": st["tasks"].get(uid), "reference": ref["tasks"].get(uid),
@@ -234,7 +350,7 @@ def reference_pass(h) -> ReferencePass:
             rp.divergence_t.append((round(t, 3), worst))
         rp.per_tick.append(rows)
     rp.handler_errors = len(fold.handler_errors)
-    h.memo["reference"] = rp
+    h.memo[memo_key] = rp
     return rp
 
 
@@ -263,3 +379,44 @@ def truth_absent(h) -> str | None:
     if all(rv is None for rv in tick_rvs(h)):
         return "the ticks carry no resourceVersion (rv_before/rv_after): cannot align the truth"
     return None
+
+
+def truth_checker(name: str, make, feed, *, summary=None, column: str | None = None, none_reason: str = ""):
+    """(check, columns) of a checker that feeds one truth-driven oracle tick by tick: ``make()``
+    builds the oracle, ``feed(oracle, step)`` feeds a step and returns the step's column value,
+    ``summary(oracle)`` (default ``oracle.summary()``) is the metric (None: absent with
+    ``none_reason``); ``column`` names the per-tick column (default: the metric's name)."""
+    def check(h):
+        why = truth_absent(h)
+        if why:
+            from ha.experiment.checkers import Absent
+            return Absent(why)
+        o = truth_pass(h, name, make, feed)[0]
+        v = summary(o) if summary is not None else o.summary()
+        if v is None:
+            from ha.experiment.checkers import Absent
+            return Absent(none_reason or "not computable")
+        return v
+
+    def columns(h):
+        if truth_absent(h):
+            return {}
+        return {column or name: per_alive(h, truth_pass(h, name, make, feed)[1])}
+    return check, columns
+
+
+def reference_checker(attr: str, none_reason: str, column_names: tuple[str, ...]):
+    """(check, columns) of a checker over the reference pass: ``attr`` names the pass's oracle
+    (``divergence`` / ``resource``); the columns are taken from its per-tick rows."""
+    def check(h):
+        from ha.experiment.checkers import Absent
+        rp = reference_pass(h)
+        if rp.absent:
+            return Absent(rp.absent)
+        s = getattr(rp, attr).summary()
+        return s if s is not None else Absent(none_reason)
+
+    def columns(h):
+        rp = reference_pass(h)
+        return {c: [{n: row[c] for n, row in tick.items()} for tick in rp.per_tick] for c in column_names}
+    return check, columns

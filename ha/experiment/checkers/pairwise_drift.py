@@ -13,7 +13,8 @@ def _pass(h):
     cols = {"pairwise_drift_max": [], "drift_to_leader": []}
     for _tk, states in h.digests():
         cached = {n: s["tasks"] for n, s in states.items() if s.get("alive") and s.get("synced", 1)}
-        drifts = pw.observe(cached) if len(cached) >= 2 else {}
+        changed = {n: states[n].get("changed_tasks") for n in cached}
+        drifts = pw.observe(cached, changed) if len(cached) >= 2 else {}
         leaders = [n for n, s in states.items() if s.get("alive") and s.get("is_leader")]
         lead = leaders[0] if len(leaders) == 1 else None
         mx, tl = {}, {}

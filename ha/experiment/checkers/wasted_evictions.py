@@ -1,7 +1,6 @@
 """wasted_evictions: evictions whose preemptor did not end on the freed node (see
-oracles.WastedEvictions for the classification)."""
-from ha.experiment.checkers import Absent
-from ha.experiment.checkers._fold import per_alive, truth_absent, truth_pass
+oracles.WastedEvictions for the classification; unresolved groups are judged at the run's end)."""
+from ha.experiment.checkers._fold import truth_checker
 from ha.experiment.oracles import WastedEvictions
 
 NAME = "wasted_evictions"
@@ -13,14 +12,4 @@ def _feed(o, st):
     return o.summary(final=False)["count"]
 
 
-def _run(h):
-    return truth_pass(h, NAME, WastedEvictions, _feed)
-
-
-def check(h):
-    why = truth_absent(h)
-    return Absent(why) if why else _run(h)[0].summary(final=True)
-
-
-def columns(h):
-    return {} if truth_absent(h) else {NAME: per_alive(h, _run(h)[1])}
+check, columns = truth_checker(NAME, WastedEvictions, _feed, summary=lambda o: o.summary(final=True))
