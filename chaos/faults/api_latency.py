@@ -5,19 +5,14 @@ Injector: :class:`chaos.injectors.api.ApiChaos` around the instance's API client
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from chaos.faults.base import Draw, HookFault
-from chaos.faults.fields import WRITE_VERBS, Delay, FaultParams, For, Target, Verbs
+from chaos.faults.fields import ApiParams, Delay
 
 
-class Params(FaultParams):
+class Params(ApiParams):
     delay: Delay = Field(description="the delay of each call")
-    target: Target = "all"
-    for_: Optional[For] = Field(None, alias="for")
-    verbs: Verbs = Field(list(WRITE_VERBS), description="the API verbs it acts on (default: the writes)")
 
 
 class ApiLatency(HookFault):
@@ -25,7 +20,6 @@ class ApiLatency(HookFault):
     doc = "the instance's API calls (writes by default) wait a delay drawn from a distribution"
     order = 80
     Params = Params
-    default_target = "all"
     injector = "api"
     example = {"at": "5s", "for": "20s", "fault": "api-latency", "target": "scheduler-1",
                "delay": {"dist": "uniform", "min": "10ms", "max": "50ms"}}

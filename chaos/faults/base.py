@@ -7,8 +7,7 @@ instance as ``FAULT``; :mod:`chaos.faults.registry` finds it. The package declar
 * ``name``, ``doc`` (one line), ``order`` (its place in listings and in the reference);
 * ``Params``: a :class:`chaos.faults.fields.FaultParams` model — the keys it takes, their types,
   which are required (no default) and the defaults;
-* ``targets``: the target kinds it accepts (``instance``, ``leader``, ``all``; ``()`` = none),
-  ``default_target`` when ``target`` is optional;
+* ``targets``: the target kinds it accepts (``instance``, ``leader``, ``all``; ``()`` = none);
 * ``windowed``: True = ``start`` at ``at`` and ``end`` after ``for`` (a span in the report);
   False = one ``fire`` at ``at`` (a point marker), plus whatever :meth:`actions` adds;
 * ``injector``: what acts (``watch``, ``api``, ``proxy``, ``process``, ``clock``, ``redis``);
@@ -28,8 +27,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
-from chaos.faults.fields import TARGET_WORDS, FaultParams
-from chaos.targets import Skip
+from chaos.faults.fields import TARGET_WORDS, FaultParams, target_kind
+from chaos.targets import Skip, Targets
 
 __all__ = ["FaultPackage", "HookFault", "Draw", "call", "method", "each", "per_instance",
            "in_thread_if_blocking"]
@@ -52,7 +51,7 @@ async def call(fn: Callable, *args) -> Any:
     return res
 
 
-def method(targets: Any, name: str) -> Callable:
+def method(targets: Targets, name: str) -> Callable:
     """The targets' method ``name``, or :class:`Skip` naming what the driver lacks."""
     fn = getattr(targets, name, None)
     if not callable(fn):
@@ -60,7 +59,7 @@ def method(targets: Any, name: str) -> Callable:
     return fn
 
 
-async def each(targets: Any, names: list[str], getter: str, fn: Callable[[Any], Any]) -> str:
+async def each(targets: Targets, names: list[str], getter: str, fn: Callable[[Any], Any]) -> str:
     """Apply ``fn`` to each instance's injector from ``targets.<getter>(name)`` (watch hooks, API
     chaos, proxy). An instance without one is noted; when none has one the action is skipped."""
     get = method(targets, getter)
@@ -79,7 +78,7 @@ async def each(targets: Any, names: list[str], getter: str, fn: Callable[[Any], 
     return "; ".join(out)
 
 
-async def per_instance(targets: Any, names: list[str], meth: str, *args) -> str:
+async def per_instance(targets: Targets, names: list[str], meth: str, *args) -> str:
     """``targets.<meth>(name, *args)`` for each instance; the detail is what each returned (a str)
     or ``"<meth> <name>"``."""
     fn = method(targets, meth)
@@ -97,7 +96,6 @@ class FaultPackage:
     order: ClassVar[int]
     Params: ClassVar[type[FaultParams]]
     targets: ClassVar[tuple[str, ...]] = ("instance", "leader", "all")
-    default_target: ClassVar[str | None] = None
     windowed: ClassVar[bool] = True
     injector: ClassVar[str]
     self_driven: ClassVar[bool] = False
@@ -108,6 +106,12 @@ class FaultPackage:
     @property
     def label(self) -> str:
         return self.draw.label
+
+    @property
+    def default_target(self) -> str | None:
+        """The target when the entry gives none (its Params' default), None when it needs one."""
+        info = self.Params.model_fields.get("target")
+        return None if info is None or info.is_required() else info.default
 
     def keys(self) -> dict[str, Any]:
         """The keys it takes (YAML spelling) -> their pydantic FieldInfo, in declaration order."""
@@ -143,7 +147,6 @@ class FaultPackage:
                               f"(it takes {takes})"))
         target = given.get("target")
         if target is not None and "target" in keys:
-            from chaos.faults.fields import target_kind
             if target_kind(target) not in self.targets:
                 out.append(("target", f"fault {self.name} cannot target {target!r} "
                                       f"(it takes {self.target_words()})"))
@@ -164,19 +167,19 @@ class FaultPackage:
             acts.append((fault.end, "end"))
         return acts
 
-    async def act(self, action: str, targets: Any, sf, names: list[str]) -> str:
+    async def act(self, action: str, targets: Targets, sf, names: list[str]) -> str:
         fn = getattr(self, action, None) if action in ("start", "end", "fire", "restart") else None
         if fn is None:
             raise Skip(f"fault {self.name} has no {action}")
         return await fn(targets, sf, names)
 
-    async def start(self, targets: Any, sf, names: list[str]) -> str:
+    async def start(self, targets: Targets, sf, names: list[str]) -> str:
         raise Skip(f"fault {self.name} has no start")
 
-    async def end(self, targets: Any, sf, names: list[str]) -> str:
+    async def end(self, targets: Targets, sf, names: list[str]) -> str:
         raise Skip(f"fault {self.name} has no end")
 
-    async def fire(self, targets: Any, sf, names: list[str]) -> str:
+    async def fire(self, targets: Targets, sf, names: list[str]) -> str:
         raise Skip(f"fault {self.name} has no fire")
 
     def __repr__(self) -> str:
@@ -197,8 +200,8 @@ class HookFault(FaultPackage):
     from the schedule themselves."""
     self_driven = True
 
-    async def start(self, targets: Any, sf, names: list[str]) -> str:
+    async def start(self, targets: Targets, sf, names: list[str]) -> str:
         return await each(targets, names, self.injector, lambda h: h.activate(sf))
 
-    async def end(self, targets: Any, sf, names: list[str]) -> str:
+    async def end(self, targets: Targets, sf, names: list[str]) -> str:
         return await each(targets, names, self.injector, lambda h: h.deactivate(sf.index))

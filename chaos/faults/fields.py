@@ -16,7 +16,7 @@ from ha.experiment.units import DURATION_SCHEMA, Duration, PositiveDuration
 
 __all__ = ["KINDS", "VERBS", "WRITE_VERBS", "TARGET_WORDS", "target_kind", "Target", "For",
            "Kinds", "Verbs", "Delay", "Window", "RestartAfter", "Probability", "ClockRate",
-           "FaultParams"]
+           "FaultParams", "ApiParams"]
 
 # the kinds an instance has informers for, and the API verbs its client makes
 KINDS = ("Pod", "Node", "PodGroup", "Queue", "PriorityClass", "Lease")
@@ -89,3 +89,11 @@ class FaultParams(BaseModel):
     """Base of a fault's ``Params``: the keys it takes besides ``at`` and ``fault``. A field
     without a default is required; ``for`` is spelled ``for_`` (alias ``for``)."""
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ApiParams(FaultParams):
+    """The keys every API-chaos fault takes (api-latency, api-conflict): every instance unless
+    ``target`` says otherwise, the writes unless ``verbs`` says otherwise."""
+    target: Target = "all"
+    for_: Optional[For] = Field(None, alias="for")
+    verbs: Verbs = Field(list(WRITE_VERBS), description="the API verbs it acts on (default: the writes)")

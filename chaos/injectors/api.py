@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from chaos.faults import API_FAULTS
+from chaos.faults import API_FAULTS, VERBS
 from chaos.schedule import ScheduledFault
 
 __all__ = ["ApiChaos", "ChaosApiClient", "AsyncChaosApiClient", "API_FAULTS"]
@@ -120,8 +120,7 @@ def _survivors(items: list, lose: list[bool], kw: dict) -> tuple[list, dict]:
     return send, kw
 
 
-_VERBS = frozenset({"create", "get", "list", "update", "update_status", "patch_annotations", "bind",
-                    "bind_many", "delete", "evict", "watch"})
+_VERBS = frozenset(VERBS)
 
 
 class ChaosApiClient:
