@@ -24,7 +24,6 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Any
 
 from ha.bench import BenchResult
 

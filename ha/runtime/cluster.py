@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 
 from cluster_state.apiserver import ApiServerConfig
@@ -33,7 +32,7 @@ class ClusterConfig:
     kubelet: KubeletConfig = field(default_factory=KubeletConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     workload: WorkloadConfig | None = None
-    stamp_write_time: bool = True     # put time.time() into ha-testbed/write-time on creates
+    stamp_write_time: bool = True     # put the wall time into ha-testbed/write-time on creates
     retry_outages_s: float = 0.0      # > 0: API calls retry across Redis outages (redis-restart)
     # the run's API server configuration (ha.runtime.apiserver.api_server_config(exp)): the
     # kubelet, controller and workload share one client built under it
@@ -41,12 +40,14 @@ class ClusterConfig:
 
 
 class ClusterSim:
-    def __init__(self, config: ClusterConfig, *, api=None, clock=None):
-        """``clock``: ``monotonic()`` and ``now()`` (unix) for the world's timing and write-time
-        stamps (default: the system's; a simulation gives its virtual clock)."""
+    """``env`` (``ha.runtime.environment``): the world's clock and API client (default live: the
+    wall clock at rate 1 — the clock-rate fault acts on schedulers, not on the world)."""
+
+    def __init__(self, config: ClusterConfig, *, api=None, env=None):
+        from ha.runtime.environment import LiveEnvironment
         self.config = config
-        self._mono = clock.monotonic if clock is not None else time.monotonic
-        self._wall = clock.now if clock is not None else time.time
+        self.env = env if env is not None else LiveEnvironment()
+        self.clock = self.env.clock
         self._api = api
         self._own_api = api is None
         self.kubelet: Kubelet | None = None
@@ -60,7 +61,8 @@ class ClusterSim:
 
     async def _client(self):
         if self._api is None:
-            self._api = self.config.api_server.async_client(self.config.redis_url, self.config.prefix)
+            self._api = self.env.api_clients(self.config.api_server, self.config.redis_url,
+                                             self.config.prefix)[0]
             if self.config.retry_outages_s > 0:
                 from chaos.retry import AsyncRetryingApiClient
                 self._api = AsyncRetryingApiClient(self._api, deadline_s=self.config.retry_outages_s)
@@ -75,11 +77,11 @@ class ClusterSim:
         pgs = KindMirror(api, "PodGroup")
         nodes = KindMirror(api, "Node")
         self._pods, self._pgs, self._nodes = pods, pgs, nodes
-        self.kubelet = Kubelet(api, self.config.kubelet, pods=pods, nodes=nodes, now=self._mono,
-                               wall=self._wall)
+        self.kubelet = Kubelet(api, self.config.kubelet, pods=pods, nodes=nodes,
+                               now=self.clock.monotonic, wall=self.clock.now)
         self.controller = JobController(api, self.config.controller, pods=pods, podgroups=pgs,
-                                        wall=self._wall)
-        self._t0 = self._mono()
+                                        wall=self.clock.now)
+        self._t0 = self.clock.monotonic()
         self._tasks = [asyncio.create_task(self._world_loop(), name="cluster-world")]
         if self.config.workload is not None:
             self._tasks.append(asyncio.create_task(self._workload_loop(), name="cluster-workload"))
@@ -117,7 +119,7 @@ class ClusterSim:
                 if kcfg.admission:
                     await self._nodes.sync(block_ms=1)
                 await self.kubelet.tick()
-                now = self._mono()
+                now = self.clock.monotonic()
                 if now - last_ctrl >= ccfg.tick_s:
                     last_ctrl = now
                     await self.controller.tick()
@@ -126,7 +128,7 @@ class ClusterSim:
             except Exception as e:  # keep the world turning; count it
                 self.kubelet.stats.errors += 1
                 log.warning("cluster world tick failed: %r", e)
-                await asyncio.sleep(tick)
+                await self.clock.sleep(tick)
 
     async def _workload_loop(self) -> None:
         from cluster_state.delivery import WRITE_TIME_ANNOTATION
@@ -136,9 +138,9 @@ class ClusterSim:
         api = self._api
         try:
             for job in gen.jobs():
-                delay = self._t0 + job.arrival_s - self._mono()
+                delay = self._t0 + job.arrival_s - self.clock.monotonic()
                 if delay > 0:
-                    await asyncio.sleep(delay)
+                    await self.clock.sleep(delay)
                 pg, pods = gen.objects(job)
                 try:
                     await api.create(self._stamp(pg, WRITE_TIME_ANNOTATION))
@@ -163,7 +165,7 @@ class ClusterSim:
 
     def _stamp(self, obj: dict, key: str) -> dict:
         if self.config.stamp_write_time:
-            obj["metadata"].setdefault("annotations", {})[key] = repr(self._wall())
+            obj["metadata"].setdefault("annotations", {})[key] = repr(self.clock.now())
         return obj
 
     # -- queries -----------------------------------------------------------------------------

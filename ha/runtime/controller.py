@@ -69,10 +69,9 @@ class ControllerStats:
 
 class JobController:
     def __init__(self, api, config: ControllerConfig | None = None, *,
-                 pods: KindMirror | None = None, podgroups: KindMirror | None = None,
-                 wall=time.time):
+                 pods: KindMirror | None = None, podgroups: KindMirror | None = None, wall=time.time):
         self.api = api
-        self._wall = wall          # write-time stamps of re-created pods
+        self._wall = wall   # write-time stamps of re-created pods
         self.config = config or ControllerConfig()
         self.pods = pods or KindMirror(api, "Pod")
         self.podgroups = podgroups or KindMirror(api, "PodGroup")

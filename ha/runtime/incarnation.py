@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +107,7 @@ class Incarnation:
         self.cfg, self.env = cfg, env
         self.name = cfg.name
         self.closed = False
+        self._closing: asyncio.Future | None = None
         self.tasks = OwnedTasks(f"{cfg.name}#{number}")
         self.elector: LeaderElector | None = None
         self.io = InstanceIO(owner.sapi, instance=cfg.name, record=owner.decisions_log.record,
@@ -120,7 +120,7 @@ class Incarnation:
             profile=cfg.profile, switches=cfg.switches, scheduler_name=cfg.scheduler_name,
             default_queue=cfg.default_queue, io=self.io, bind_mode="queued", batch_num=1_000_000,
             clock=env.clock, on_fatal=lambda e: owner.fatal(f"informer handler: {e}"))
-        self.scheduler = Scheduler(self.cache, owner.scheduler_conf, seed=cfg.seed * 1_000_003 + number,
+        self.scheduler = Scheduler(self.cache, owner.new_scheduler_conf(), seed=cfg.seed * 1_000_003 + number,
                                    clock=env.clock)
         self.delivery_log = owner._open_delivery_log()
         opts = dict(cfg.informer_options)
@@ -181,10 +181,15 @@ class Incarnation:
         """End this life: its tasks (the campaign abandons or releases its lease as the owner
         decided), the session in flight (a thread cannot be cancelled: bounded wait), the bind
         worker after its batch in flight, the informers, the delivery log. Past the bounds, what
-        is stuck is left behind (daemon threads working on this dropped cache)."""
-        if self.closed:
-            return
-        self.closed = True
+        is stuck is left behind (daemon threads working on this dropped cache). Idempotent: a
+        second caller (stop() while a restart is closing this life) waits for the same close,
+        which a cancelled caller does not interrupt."""
+        if self._closing is None:
+            self.closed = True
+            self._closing = asyncio.ensure_future(self._close(timeout))
+        await asyncio.shield(self._closing)
+
+    async def _close(self, timeout: float) -> None:
         name = self.name
         stuck = await self.tasks.close(timeout)
         if stuck:

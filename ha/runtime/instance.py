@@ -65,7 +65,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import uuid
 import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -74,7 +73,7 @@ from ha.errors import BadInput
 from ha.runtime.chaos_port import ChaosPort
 from ha.runtime.election import LeaderElectionConfig
 from ha.runtime.environment import LiveEnvironment
-from ha.runtime.incarnation import _FreshStamp, _Samples, Incarnation, percentiles
+from ha.runtime.incarnation import _Samples, Incarnation, percentiles
 from ha.runtime.tasks import OwnedTasks, cancel_and_wait
 from ha.scheduler.wiring import KINDS
 
@@ -216,8 +215,7 @@ class SchedulerInstance:
         self.gc_tuning = config.gc_tuning if config.gc_tuning != "auto" else (
             "instance" if self.env.own_process else "default")
         self.rng = random.Random(f"{config.seed}:{config.name}")
-        self.scheduler_conf = _resolve_conf(config.scheduler_conf)
-        self.generation = uuid.uuid4().hex[:12]   # this process life (a Ray restart: a new one)
+        self.generation = self.env.new_id()   # this process life (a Ray restart: a new one)
         self.aapi = None             # AsyncApiClient (informers, elector)
         self.sapi = None             # ApiClient (the cache's synchronous IO), chaos/retry-wrapped
         self.inc: Incarnation | None = None
@@ -249,6 +247,10 @@ class SchedulerInstance:
         self.last_error: str | None = None
         self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
         self._stale_seen: dict[str, dict[str, int]] = {}
+
+    def new_scheduler_conf(self):
+        """The scheduler configuration for a new life (resolved afresh: nothing carries over)."""
+        return _resolve_conf(self.cfg.scheduler_conf)
 
     # ============================================================================ the current life
     @property
@@ -284,6 +286,10 @@ class SchedulerInstance:
     @property
     def elector(self):
         return self.inc.elector if self.inc is not None else None
+
+    @property
+    def clock(self):
+        return self.env.clock
 
     @property
     def api_chaos(self):
@@ -554,6 +560,7 @@ class SchedulerInstance:
                "last_session_ms": self.last_session_ms, "started_at": self.started_at,
                "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self.last_error, "cache": cache_stats,
+               "api_server": self.cfg.api_server_config().to_dict(),
                "bind_queue": len(cache.bind_queue) if cache is not None else 0,
                "informers": {k: i.stats.as_dict() if hasattr(i.stats, "as_dict") else {}
                              for k, i in self.informers.items()}}
@@ -605,9 +612,6 @@ class SchedulerInstance:
 
     async def chaos_expire_now(self, kinds: list | None = None) -> dict:
         return await self.chaos.expire_now(kinds)
-
-    async def chaos_stats_now(self) -> dict:
-        return self.chaos.stats()
 
     # ============================================================================ control
     async def set_clock_rate(self, rate: float) -> None:

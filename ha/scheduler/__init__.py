@@ -1,6 +1,8 @@
 """The scheduler model: Volcano semantics in pure, synchronous Python.
 
-Nothing under this package may import redis or ray: it talks to the world through the small
-interfaces in ``ha.scheduler.cache`` (binder, evictor, status updater), so the same code runs in
-the scenario runner, inside a Ray actor and in replay.
+Nothing under this package imports redis, ray, asyncio or the API server (``cluster_state``;
+tests/test_import_boundaries.py checks it): it talks to the world through the small interfaces in
+``ha.scheduler.interfaces`` (binder, evictor, status updater, pod getter, clock), and every user
+builds its cache with ``ha.scheduler.wiring.build_cache``, so the same code runs in the scenario
+runner, inside a Ray actor, in replay and in a simulation.
 """

@@ -12,8 +12,9 @@ new)``, ``on_delete(obj, tombstone)``). What happens on an error is the caller's
 
 * ``on_fatal(exc)``: a ``FatalCacheError`` (Volcano: ``klog.Fatalf`` → the process exits) is
   handed to it instead of raised (the instance restarts; replay records it);
-* ``on_error(exc)``: any other exception is handed to it instead of raised (replay and the
-  reference count them; the live informer counts and swallows what is raised).
+* ``on_error(exc)``: any other exception (and a fatal one when there is no ``on_fatal``) is
+  handed to it instead of raised (replay and the reference count them; the live informer counts
+  and swallows what is raised).
 
 Without either, the handler adds no frame of its own for updates (the benchmarks' path).
 Pure and synchronous: no I/O, no threads, no clock of its own (the ``clock`` goes to the cache).

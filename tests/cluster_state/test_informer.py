@@ -524,7 +524,7 @@ async def test_stateful_write_time_sees_listed_objects(api, aapi):
     one: bindings and /status writes keep the creator's stamp) must see the initial list too;
     otherwise the first later event of a listed object is measured against its creation and the
     sample is the object's age, not the watch's staleness."""
-    from ha.runtime.instance import _FreshStamp
+    from ha.runtime.incarnation import _FreshStamp
     api.create(make_pod("old", **{WRITE_TIME_ANNOTATION: str(time.time() - 3600)}))
     inf = Informer(aapi, "Pod", write_time=_FreshStamp(), block_ms=100,
                    backoff=Backoff(initial=0.01, cap=0.05, jitter=0.0))

@@ -45,6 +45,7 @@ async def test_binding_clears_the_nomination_only_with_the_switch(api, redis_url
     await cluster.start()
     try:
         assert inst.cfg.api_server_config() == server
+        assert (await inst.stats())["api_server"] == {"clear_nnn_on_binding": clear, "history": 100_000}
         assert cluster._api.store.clear_nnn_on_binding is clear
         assert await inst.wait_synced(60)
         res = await inst.run_session_now()
