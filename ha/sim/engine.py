@@ -128,7 +128,7 @@ class SimEngine(EngineParts):
             api = AsyncRetryingApiClient(api, deadline_s=60.0)
         self.cluster = ClusterSim(ClusterConfig(redis_url="memory", prefix=self.prefix, seed=self.exp.seed,
                                                 workload=workload_config(self.exp)),
-                                  api=api, clock=self.clock)
+                                  api=api, env=cenv)
         self._run(self.cluster.start())
         self.t0 = self.loop.time()
         self.t0_wall = self.clock.now()

@@ -3,7 +3,7 @@
 * :class:`EventFold` applies the API server's events (``history/events.msgpack``) in RV order up to
   a given RV: the truth (every object per kind), the pod events (nominated / bound / deleted, in
   API-server order) and, optionally, a reference cache fed through the same handler mapping as an
-  instance's (``chaos.replay.build_replay_cache`` + ``CacheReplayHandler``: the one wiring).
+  instance's (``chaos.replay.build_replay_cache`` + ``ha.scheduler.wiring.CacheEventHandler``: the one wiring).
 * :func:`steps` walks the ticks: per tick the truth at its ``rv_after``, the pod events and the
   decisions since the previous tick (decisions first, as an instance decides before the API server
   reports the effect).
@@ -70,8 +70,11 @@ class EventFold:
         self.handlers: dict[str, Any] = {}
         self.handler_errors: list[str] = []
         if cache is not None:
-            from chaos.replay import CacheReplayHandler
-            self.handlers = {k: CacheReplayHandler(cache, k, self.handler_errors) for k in _KINDS}
+            from ha.scheduler.wiring import CacheEventHandler
+            errs = self.handler_errors
+            self.handlers = {k: CacheEventHandler(cache, k, on_fatal=lambda e: errs.append(f"fatal: {e}"),
+                                                  on_error=lambda e: errs.append(f"{type(e).__name__}: {e}"))
+                             for k in _KINDS}
         self.truth = Truth(pods=self.store["Pod"], nodes=self.store["Node"], pod_groups=self.store["PodGroup"])
         self.nodes_changed = True
         self.listener = None       # on_event(kind, type, old, new) after the cache applied it
