@@ -217,9 +217,10 @@ class SimEngine(EngineParts):
     def _record_faults(self) -> None:
         if self.nemesis is None or self.recorder is None:
             return
-        # the record's wall stamp is the host's clock: the virtual one instead
-        self.recorder.faults([{**r.to_json(), "wall": round(self.t0_wall + r.t, 4)}
-                              for r in self.nemesis.records])
+        # a record's wall stamp is the host's clock: the virtual one instead (history and metrics)
+        for r in self.nemesis.records:
+            r.wall = round(self.t0_wall + r.t, 4)
+        self.recorder.faults(self.nemesis.records)
 
     def fire_due(self) -> None:
         if self.nemesis is not None and self.nemesis.pending():
