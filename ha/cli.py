@@ -78,7 +78,7 @@ def demo(
 
 @app.command("bench")
 def bench(
-    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
+    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale | sim"),
     quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
