@@ -25,7 +25,7 @@ SCALE = {
     "name": "sim-scale-200", "seed": 7, "duration": "30s", "profile": "v1.14",
     "cluster": {"nodes": 200, "node": {"cpu": 32, "memory": "128Gi", "pods": 110}},
     "queues": [{"name": "q1", "weight": 1}, {"name": "q2", "weight": 1}],
-    "workload": {"arrivals": "poisson", "rate": "20/s", "gang_size": [1, 8], "runtime": ["10s", "30s"],
+    "workload": {"arrivals": "poisson", "rate": "5/s", "gang_size": [2, 6], "runtime": ["10s", "30s"],
                  "queues": ["q1", "q2"], "request": {"cpu": 1, "memory": "2Gi"}},
     "schedulers": {"instances": 3, "mode": "leader-elected", "period": "1s", "standby": "warm"},
     "chaos": [{"at": "5s", "for": "20s", "fault": "watch-delay", "target": "scheduler-2", "kinds": ["Pod"],
