@@ -285,8 +285,13 @@ def metrics() -> tuple[list[tuple[str, str]], str]:
         return list(_METRICS), "DESIGN.md's table (ha/reference.py)"
     out = []
     for c in all_checkers():
-        doc = inspect.getdoc(c) or inspect.getdoc(sys.modules.get(getattr(c, "__module__", ""), None)) or ""
-        out.append((c.NAME, doc.strip().splitlines()[0] if doc.strip() else ""))
+        # a registry entry (ha.experiment.checkers.Checker: name, module) or a checker module
+        mod = sys.modules.get(getattr(c, "module", None) or getattr(c, "__module__", ""), None)
+        name = getattr(c, "name", None) or c.NAME
+        first = " ".join((inspect.getdoc(mod) or "").strip().split("\n\n")[0].split())
+        if first.startswith(name):     # "name (where from): definition" -> the definition
+            first = first[len(name):].split(":", 1)[-1].strip()
+        out.append((name, first))
     return out, "the checkers (ha/experiment/checkers/)"
 
 
