@@ -195,3 +195,21 @@ def test_without_the_fault_the_effect_is_absent(fault, tmp_path):
     summary, metrics = run(small(), out)
     with pytest.raises(AssertionError):
         check(summary, metrics, out)
+
+
+@pytest.mark.parametrize("mode,standby", [("leader-elected", "cold"), ("active-active", "warm"),
+                                          ("shadow", "warm")])
+def test_every_mode_runs(mode, standby, tmp_path):
+    doc = small(duration="8s")
+    doc["schedulers"] = {**doc["schedulers"], "mode": mode, "standby": standby}
+    summary, metrics = run(doc, tmp_path / "out")
+    assert summary["pods_bound_per_s"] > 0
+    sessions = {n: s.get("sessions", 0) for n, s in metrics["instances"].items()}
+    scheduling = sorted(n for n, k in sessions.items() if k > 0)
+    if mode == "leader-elected":
+        assert len(scheduling) == 1          # only the leader; cold standbys hold no cache
+        assert sum(1 for s in metrics["instances"].values() if s.get("synced")) == 1
+    else:                                     # everyone schedules (shadow: standbys in dry run)
+        assert scheduling == ["scheduler-1", "scheduler-2", "scheduler-3"]
+    if mode == "shadow":
+        assert sum(s.get("dry_run_ops", 0) for s in metrics["instances"].values()) > 0
