@@ -50,12 +50,14 @@ def run_experiment(
     redis_url: Optional[str] = typer.Option(None, "--redis-url", help="use this Redis instead of the embedded one"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="use this Ray cluster instead of a local one"),
     duration: Optional[str] = typer.Option(None, "--duration", help="override the experiment's duration (e.g. 20s)"),
+    engine: str = typer.Option("live", "--engine", help="live (Redis + Ray, real time) or sim (one process, "
+                                                         "virtual time, deterministic)"),
 ) -> None:
     """Run an experiment: several scheduler instances, a living cluster, chaos; writes a results folder."""
     from ha.experiment.runner import run_cli
     try:
         code = run_cli(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
-                       ray_address=ray_address, duration=duration)
+                       ray_address=ray_address, duration=duration, engine=engine)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)
@@ -76,7 +78,7 @@ def demo(
 
 @app.command("bench")
 def bench(
-    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
+    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale | sim"),
     quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
     hypernodes: bool = typer.Option(False, "--hypernodes",
