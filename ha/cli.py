@@ -149,7 +149,8 @@ def report(
 
 @app.command("analyze")
 def analyze(
-    results_dir: Path = typer.Argument(..., help="results folder of a run (with its history/)"),
+    results_dir: Path = typer.Argument(..., help="results folder of a run (with its history/), or a sweep "
+                                                 "folder (every cell, then sweep.json and summary.md)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     checkers: List[Path] = typer.Option([], "--checkers",
                                         help="a folder (or .py file) of further checker modules; repeatable"),
@@ -166,13 +167,46 @@ def analyze(
 
 @app.command("compare")
 def compare(
-    results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side"),
+    results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side, or sweep folders"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Side-by-side table of the summaries of several runs (e.g. one seed under v1.14 and pr5045)."""
+    """Side-by-side table of the summaries of several runs (e.g. one seed under v1.14 and pr5045);
+    a sweep folder prints its confidence-interval table and paired differences."""
     from ha.experiment.compare import compare_cli
     try:
         code = compare_cli(results_dirs, as_json=as_json, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("sweep")
+def sweep(
+    experiment: Path = typer.Argument(..., help="experiment file (YAML)"),
+    seeds: str = typer.Option(..., "--seeds", help="seeds: A-B, a list 1,3,5, or both (1-3,7)"),
+    profiles: str = typer.Option(..., "--profiles", help="profiles, comma-separated (v1.14,pr5045,pr5045-fixed); "
+                                                        "differences are paired by seed between every two"),
+    sets: List[str] = typer.Option([], "--set", help="KEY=V1,V2,...: a path into the experiment "
+                                                    "(chaos[0].delay.mean, chaos[*].delay.mean, "
+                                                    "schedulers.instances) and its values; repeatable "
+                                                    "(the grid takes every combination)"),
+    engine: str = typer.Option("sim", "--engine", help="sim (one process per cell, virtual time: cheap) or live"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="cells at once, each in its own process (default: the "
+                                                           "core count with sim; 1 with live, because a live cell "
+                                                           "starts its own Redis and Ray and two on a small machine "
+                                                           "starve each other's actors and lease timing)"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="run every cell as a Ray task on this "
+                                                                        "cluster (sim only); results shipped back"),
+    out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default results/sweep-<name>-<time>); "
+                                                          "rerunning into it resumes"),
+    as_json: bool = typer.Option(False, "--json", help="print sweep.json"),
+) -> None:
+    """The grid of runs (seeds x profiles x --set values): sweep.json (n, mean, median, 95% bootstrap CI per
+    metric and profile; paired differences between profiles), summary.md, plots/. Exit 1 if a cell failed."""
+    from ha.experiment.sweep import sweep_cli
+    try:
+        code = sweep_cli(experiment, seeds=seeds, profiles=profiles, sets=sets, engine=engine, jobs=jobs,
+                         ray_address=ray_address, out=out, as_json=as_json, echo=typer.echo)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)
