@@ -176,8 +176,7 @@ def fmt(v: Any) -> str:
     if isinstance(v, float):
         if v == int(v) and abs(v) < 1e9:
             return str(int(v))
-        a = abs(v)
-        return f"{v:.3f}" if a < 1 else (f"{v:.2f}" if a < 10 else f"{v:.1f}")
+        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
     return str(v)
 
 
