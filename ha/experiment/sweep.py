@@ -96,6 +96,14 @@ def run_cell(payload: dict[str, Any]) -> dict[str, Any]:
     from ha.experiment.runner import ExperimentRunner
     t0 = time.monotonic()
     meta: dict[str, Any] = {"status": "ok", "error": None}
+    # the cell's log goes to <cell>/cell.log, not to the sweep's terminal
+    logbuf = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    handler = logging.StreamHandler(logbuf)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
     try:
         exp = parse_experiment(payload["data"], payload["label"], default_name=payload["name"])
         exp = exp.with_overrides(seed=payload["seed"], profile=payload["profile"])
@@ -118,8 +126,14 @@ def run_cell(payload: dict[str, Any]) -> dict[str, Any]:
         else:
             meta.update(status="failed", error=f"{type(e).__name__}: {e}",
                         traceback=traceback.format_exc(limit=20))
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
     meta["wall_s"] = round(time.monotonic() - t0, 3)
     meta.update(_where())
+    out = Path(payload["out"])
+    if out.is_dir():
+        (out / "cell.log").write_text(logbuf.getvalue(), encoding="utf-8")
     return meta
 
 

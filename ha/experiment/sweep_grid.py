@@ -4,13 +4,14 @@
   order kept.
 * ``--set KEY=V1,V2,...``: ``KEY`` is a path into the experiment file as written: dotted keys and
   list indices, ``chaos[0].delay.mean``, ``schedulers.instances``; ``[*]`` applies the value to
-  every element of a list (``chaos[*].delay.mean``). Values are read as YAML scalars (``3`` an
+  every element of a list that has the next key (``chaos[*].delay``: every entry with a delay). Values are read as YAML scalars (``3`` an
   int, ``1s`` a string, ``true`` a bool). Commas inside brackets or braces do not split values.
 * Every cell's experiment is validated before anything runs: a bad path or value is
   :class:`BadInput` naming the ``--set`` entry, the path and the problem (exit 2).
 
 A cell's folder: ``cells/<profile>/<set-values>/seed-<n>/`` where ``<set-values>`` is ``base``
-without ``--set`` and ``KEY=V`` joined by ``+`` otherwise (``/`` and spaces replaced).
+without ``--set`` and ``KEY=V`` joined by ``+`` otherwise (``/`` and spaces become ``_``, ``*``
+becomes ``all``).
 """
 from __future__ import annotations
 
@@ -161,6 +162,11 @@ def apply_path(data: Any, path: tuple[Any, ...], value: Any, key: str) -> None:
             idxs = range(len(node)) if tok is _Star else [tok]
             if tok is _Star and not node:
                 raise BadInput(f"--set {key}: {here} is an empty list")
+            if tok is _Star and not last and isinstance(path[i + 1], str):
+                # every entry that has the next key (chaos[*].delay: the entries with a delay)
+                idxs = [j for j in idxs if isinstance(node[j], dict) and path[i + 1] in node[j]]
+                if not idxs:
+                    raise BadInput(f"--set {key}: no entry of {here} has {path[i + 1]!r}")
             for j in idxs:
                 if not -len(node) <= j < len(node):
                     raise BadInput(f"--set {key}: {here} has {len(node)} entries, no index {j}")
@@ -184,7 +190,8 @@ def apply_path(data: Any, path: tuple[Any, ...], value: Any, key: str) -> None:
 
 
 def _safe(text: str) -> str:
-    return re.sub(r"[/\\\s]+", "_", text)
+    # a folder name a shell need not quote for globbing: [*] becomes [all]
+    return re.sub(r"[/\\\s]+", "_", text).replace("*", "all")
 
 
 def set_label(assign: dict[str, str]) -> str:

@@ -38,8 +38,11 @@ def test_set_values_and_paths():
     apply_path(d, parse_path("measure.converge_within"), "3s", "k")     # a new key under a map
     assert d["measure"]["converge_within"] == "3s"
     d["chaos"].append(dict(d["chaos"][0], target="scheduler-2"))
-    apply_path(d, parse_path("chaos[*].delay.mean"), "700ms", "k")
-    assert [c["delay"]["mean"] for c in d["chaos"]] == ["700ms", "700ms"]
+    d["chaos"].append({"at": "2s", "fault": "kill", "target": "leader"})
+    apply_path(d, parse_path("chaos[*].delay.mean"), "700ms", "k")    # the entries with a delay
+    assert [c.get("delay", {}).get("mean") for c in d["chaos"]] == ["700ms", "700ms", None]
+    with pytest.raises(BadInput, match="no entry of chaos has 'point'"):
+        apply_path(d, parse_path("chaos[*].point.x"), "x", "chaos[*].point.x")
 
 
 def test_grid_expansion_and_cell_folders():

@@ -116,3 +116,17 @@ def test_resume_skips_done_cells_and_redoes_a_half_written_one(sweep_dir, tmp_pa
     assert json.loads((copy / half / "metrics.json").read_text())["summary"]["pods_bound_per_s"] > 0
     assert "4 done before" in r.output or "3 done before" in r.output
     assert sum(1 for c in after.values() if c["status"] == "failed") == 4     # failed ones retried, fail again
+
+
+@pytest.mark.ray
+def test_live_engine_sweep(tmp_path):
+    """The same sweep on the live engine (embedded Redis and local Ray per cell, one at a time)."""
+    out = tmp_path / "live"
+    r = CliRunner().invoke(app, ["sweep", str(DATA), "--engine", "live", "--seeds", "1", "--profiles", "v1.14",
+                                 "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["grid"]["engine"] == "live" and [c["status"] for c in doc["cells"]] == ["ok"]
+    m = json.loads((out / "cells/v1.14/base/seed-1/metrics.json").read_text())
+    assert m["engine"] == "live" and m["summary"]["pods_bound_per_s"] > 0
+    assert doc["metrics"]["pods_bound_per_s"]["base"]["profiles"]["v1.14"]["n"] == 1
