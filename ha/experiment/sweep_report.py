@@ -324,9 +324,10 @@ def write_plots(out: Path, doc: dict[str, Any]) -> list[Path]:
                 ax.fill_between([x for x, _ in pts], [s["ci95"][0] for _, s in pts], [s["ci95"][1] for _, s in pts],
                                 color=f"C{j}", alpha=0.2)
             ax.set_xticks(xs)
-            ax.set_xticklabels(labels, rotation=20, fontsize=7)
+            ax.set_xticklabels([" + ".join(groups[lab]["set"].values()) for lab in labels], fontsize=8)
+            ax.set_xlabel(" + ".join(s["key"] for s in g["sets"]), fontsize=8)
             ax.set_ylabel(f"{m} (mean, 95% CI)")
-            ax.set_title(f"{m} against {', '.join(s['key'] for s in g['sets'])}", fontsize=9)
+            ax.set_title(f"{m}: mean per run over {len(g.get('seeds') or [])} seeds, 95% interval", fontsize=9)
             ax.legend(fontsize=7)
             fig.tight_layout()
             f = pdir / f"{m}-sweep.png"
