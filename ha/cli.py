@@ -170,8 +170,10 @@ def compare(
     results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side, or sweep folders"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Side-by-side table of the summaries of several runs (e.g. one seed under v1.14 and pr5045);
-    a sweep folder prints its confidence-interval table and paired differences."""
+    """Side-by-side table of several runs' summaries; a sweep folder: its confidence-interval table.
+
+    E.g. one seed under v1.14 and pr5045; a sweep folder prints per metric and profile the mean
+    with its 95% interval and n, and the differences paired by seed."""
     from ha.experiment.compare import compare_cli
     try:
         code = compare_cli(results_dirs, as_json=as_json, echo=typer.echo)
@@ -201,8 +203,11 @@ def sweep(
                                                           "rerunning into it resumes"),
     as_json: bool = typer.Option(False, "--json", help="print sweep.json"),
 ) -> None:
-    """The grid of runs (seeds x profiles x --set values): sweep.json (n, mean, median, 95% bootstrap CI per
-    metric and profile; paired differences between profiles), summary.md, plots/. Exit 1 if a cell failed."""
+    """Run the grid seeds x profiles x --set values; per metric: 95% intervals and paired differences.
+
+    One results folder per cell; sweep.json (n, mean, median, 95% bootstrap interval per metric and
+    profile; differences between profiles paired by seed), summary.md, plots/. Resumable. Exit 1 if
+    a cell failed."""
     from ha.experiment.sweep import sweep_cli
     try:
         code = sweep_cli(experiment, seeds=seeds, profiles=profiles, sets=sets, engine=engine, jobs=jobs,
