@@ -202,6 +202,9 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default results/sweep-<name>-<time>); "
                                                           "rerunning into it resumes"),
     as_json: bool = typer.Option(False, "--json", help="print sweep.json"),
+    cell_reports: bool = typer.Option(False, "--cell-reports", help="each cell also writes its report.md and plots "
+                                                                   "(~1 s per cell; `ha-testbed report CELL` "
+                                                                   "writes one later)"),
 ) -> None:
     """Run the grid seeds x profiles x --set values; per metric: 95% intervals and paired differences.
 
@@ -211,7 +214,8 @@ def sweep(
     from ha.experiment.sweep import sweep_cli
     try:
         code = sweep_cli(experiment, seeds=seeds, profiles=profiles, sets=sets, engine=engine, jobs=jobs,
-                         ray_address=ray_address, out=out, as_json=as_json, echo=typer.echo)
+                         ray_address=ray_address, out=out, as_json=as_json, echo=typer.echo,
+                         cell_reports=cell_reports)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

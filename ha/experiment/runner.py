@@ -90,13 +90,14 @@ class ExperimentRunner:
     def __init__(self, exp: Experiment, out: Path, *, redis_url: str | None = None,
                  ray_address: str | None = None, source: str = "<experiment>", console=None,
                  progress: bool = True, instance_options: dict[str, Any] | None = None,
-                 engine: str = "live"):
+                 engine: str = "live", report: bool = True):
         if engine not in ENGINES:
             raise BadInput(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.exp = exp
         self.out = Path(out).absolute()
         self.source = source
         self.progress_enabled = progress
+        self.report = report          # False: no report.md and plots (`ha-testbed report` writes them later)
         if console is None:
             from rich.console import Console
             console = Console(stderr=False)
@@ -256,7 +257,7 @@ class ExperimentRunner:
     def _analyze(self) -> dict[str, Any]:
         from ha.experiment.analyze import analyze
         try:
-            return analyze(self.out)
+            return analyze(self.out, report=self.report)
         except Exception as e:  # noqa: BLE001 — the history stands; `ha-testbed analyze` can retry
             log.exception("analyze")
             self.console.print(f"[red]analysis failed ({type(e).__name__}: {e}); the history is "

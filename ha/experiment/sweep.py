@@ -17,6 +17,10 @@ Where the cells run:
   another cluster (refused, exit 2). The package must be importable on every node (the docker
   image installs it).
 
+A cell is an ordinary results folder (history/, metrics.json, timeseries.csv, delivery/); its
+report.md and plots only with ``--cell-reports`` (they cost about a third of a sim cell;
+``ha-testbed report CELL`` writes them later).
+
 Resumable: a cell whose folder holds a ``metrics.json`` with a non-empty summary (and whose
 ``cell.json`` does not say it failed) is skipped; any other existing cell folder (half-written,
 failed, interrupted) is removed and the cell redone. A failed cell is recorded with its error in
@@ -111,7 +115,8 @@ def run_cell(payload: dict[str, Any]) -> dict[str, Any]:
         if out.exists():
             shutil.rmtree(out)
         runner = ExperimentRunner(exp, out, source=payload["label"], engine=payload["engine"], progress=False,
-                                  console=Console(file=io.StringIO(), width=120))
+                                  console=Console(file=io.StringIO(), width=120),
+                                  report=bool(payload.get("report")))
         outcome = runner.run()
         if outcome.interrupted:
             meta.update(status="interrupted", error="interrupted")
@@ -160,10 +165,11 @@ def _unpack(blob: bytes, dest: Path) -> None:
 
 # ------------------------------------------------------------------------------------- the grid
 
-def _payload(grid: Grid, cell: Cell, engine: str, out: Path) -> dict[str, Any]:
+def _payload(grid: Grid, cell: Cell, engine: str, out: Path, report: bool = False) -> dict[str, Any]:
     label = grid.source + (f" (--set {', '.join(f'{k}={v}' for k, v in cell.assign)})" if cell.assign else "")
     return {"data": grid.experiment_data(cell), "label": label, "name": Path(grid.source).stem,
-            "seed": cell.seed, "profile": cell.profile, "engine": engine, "out": str(out / cell.rel)}
+            "seed": cell.seed, "profile": cell.profile, "engine": engine, "out": str(out / cell.rel),
+            "report": report}
 
 
 def _record(out: Path, cell: Cell, meta: dict[str, Any]) -> dict[str, Any]:
@@ -267,9 +273,10 @@ def default_jobs(engine: str) -> int:
 
 def run_sweep(grid: Grid, out: Path, *, engine: str = "sim", jobs: int | None = None,
               ray_address: str | None = None, console=None, progress: bool = True,
-              bootstrap_seed: int = 0, resamples: int | None = None) -> dict[str, Any]:
+              bootstrap_seed: int = 0, resamples: int | None = None, cell_reports: bool = False) -> dict[str, Any]:
     """Run every cell not done yet, then write sweep.json, summary.md and the plots. Returns the
-    sweep document (``sweep.json``)."""
+    sweep document (``sweep.json``). ``cell_reports``: each cell also writes its report.md and
+    plots (about a third of a sim cell's cost; ``ha-testbed report CELL`` writes one later)."""
     from ha.experiment import sweep_report
     if engine not in ("sim", "live"):
         raise BadInput(f"--engine: must be sim or live, got {engine!r}")
@@ -296,7 +303,7 @@ def run_sweep(grid: Grid, out: Path, *, engine: str = "sim", jobs: int | None = 
         else:
             if folder.exists():
                 shutil.rmtree(folder)        # half-written, failed or interrupted: redo
-            todo.append((cell, _payload(grid, cell, engine, out)))
+            todo.append((cell, _payload(grid, cell, engine, out, cell_reports)))
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -350,13 +357,14 @@ def load_grid(path: str | Path, seeds: str, profiles: str, sets: list[str]) -> G
 
 def sweep_cli(path, *, seeds: str, profiles: str, sets: list[str] | None = None, engine: str = "sim",
               jobs: int | None = None, ray_address: str | None = None, out: str | Path | None = None,
-              as_json: bool = False, echo=print, console=None, progress: bool = True) -> int:
+              as_json: bool = False, echo=print, console=None, progress: bool = True,
+              cell_reports: bool = False) -> int:
     """The ``sweep`` command: 0 all cells ok, 1 a cell failed, 130 interrupted; BadInput → 2."""
     grid = load_grid(path, seeds, profiles, list(sets or []))
     if out is None:
         out = Path("results") / f"sweep-{Path(str(path)).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     doc = run_sweep(grid, Path(out), engine=engine, jobs=jobs, ray_address=ray_address, console=console,
-                    progress=progress and not as_json)
+                    progress=progress and not as_json, cell_reports=cell_reports)
     from ha.experiment import sweep_report
     if as_json:
         echo(json.dumps(doc, sort_keys=True, default=str))

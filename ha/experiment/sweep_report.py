@@ -380,7 +380,8 @@ def analyze_sweep(path: str | Path, *, as_json: bool = False, echo=print, consol
     for c in cells:
         folder = out / c["path"]
         if c.get("status") == "ok" and (folder / "history" / "run.json").is_file():
-            analyze(folder, extra_checkers=extra_checkers)
+            # the cell's report only where it had one (a sweep writes none by default)
+            analyze(folder, extra_checkers=extra_checkers, report=(folder / "report.md").exists())
     b = doc.get("bootstrap") or {}
     new = write_sweep(out, doc["grid"], cells, bootstrap_seed=int(b.get("seed", 0)),
                       resamples=b.get("resamples"))

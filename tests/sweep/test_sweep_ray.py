@@ -158,7 +158,8 @@ def test_sim_sweep_over_a_two_node_ray_cluster(tmp_path):
         assert meta["node_id"] == c["node_id"]
         summary = json.loads((folder / "metrics.json").read_text())["summary"]
         assert "allocation_drift" in summary and "pods_bound_per_s" in summary
-        assert (folder / "history" / "run.json").is_file() and (folder / "report.md").is_file()
+        assert (folder / "history" / "run.json").is_file() and (folder / "timeseries.csv").is_file()
+        assert (folder / "cell.log").is_file()
     again = read_sweep(out)
     assert again["metrics"]["pods_bound_per_s"]["base"]["profiles"]["v1.14"]["n"] == 4
     # every process the two nodes started is gone

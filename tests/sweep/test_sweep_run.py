@@ -48,6 +48,8 @@ def test_grid_cells_and_failed_cells_recorded(sweep_dir):
         folder = out / c["path"]
         assert folder.name == f"seed-{c['seed']}" and folder.parent.parent.name == c["profile"]
         assert json.loads((folder / "metrics.json").read_text())["summary"]["pods_bound_per_s"] > 0
+        assert (folder / "history" / "run.json").is_file() and (folder / "cell.log").is_file()
+        assert not (folder / "report.md").exists()          # only with --cell-reports
     doc = json.loads((out / "sweep.json").read_text())
     assert doc["bootstrap"]["seed"] == 0 and doc["bootstrap"]["resamples"] == 10_000
     label = f'{GRACE.replace("/", "_")}="5"'
@@ -123,10 +125,11 @@ def test_live_engine_sweep(tmp_path):
     """The same sweep on the live engine (embedded Redis and local Ray per cell, one at a time)."""
     out = tmp_path / "live"
     r = CliRunner().invoke(app, ["sweep", str(DATA), "--engine", "live", "--seeds", "1", "--profiles", "v1.14",
-                                 "--out", str(out), "--json"])
+                                 "--out", str(out), "--json", "--cell-reports"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["grid"]["engine"] == "live" and [c["status"] for c in doc["cells"]] == ["ok"]
     m = json.loads((out / "cells/v1.14/base/seed-1/metrics.json").read_text())
     assert m["engine"] == "live" and m["summary"]["pods_bound_per_s"] > 0
+    assert (out / "cells/v1.14/base/seed-1/report.md").is_file()
     assert doc["metrics"]["pods_bound_per_s"]["base"]["profiles"]["v1.14"]["n"] == 1
