@@ -117,7 +117,8 @@ class Informer:
       fifo             "real" (default, watch order) or "delta" (pre-1.33 per-key coalescing)
       hook             a DeliveryHook (default PassThrough)
       log              a DeliveryLog to record every notification and list (None: no log)
-      backoff          reflector Backoff (default client-go's 800 ms .. 30 s)
+      backoff          reflector Backoff (default client-go's 800 ms .. 30 s), or a zero-argument
+                       factory of one (options shared by several informers: each gets its own)
       block_ms         watch block time per call; watch_count: max events per watch call
       start_rv         skip the initial list and watch from this RV (replaying history, benches)
       watch_list       (re)list with a watch-list (sendInitialEvents + the initial-events-end
@@ -143,7 +144,8 @@ class Informer:
 
     def __init__(self, client: Any, kind: str, *, namespace: str | None = None,
                  fifo: str = "real", hook: DeliveryHook | None = None,
-                 log: DeliveryLog | None = None, backoff: Backoff | None = None,
+                 log: DeliveryLog | None = None,
+                 backoff: Backoff | Callable[[], Backoff] | None = None,
                  block_ms: int = 1000, watch_count: int = 1000, start_rv: int | None = None,
                  resync_unchanged: bool = False, staleness_samples: int = 100_000,
                  write_time: Callable[[dict | None], float | None] = write_time_of,
@@ -179,6 +181,8 @@ class Informer:
         self.resync_unchanged = resync_unchanged
         self.write_time = write_time
         self.staleness_ms: deque[float] = deque(maxlen=staleness_samples)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            backoff = backoff()   # a factory: each informer its own (seeded) backoff
         self.reflector = Reflector(client, kind, self.fifo, namespace=namespace, backoff=backoff,
                                    block_ms=block_ms, watch_count=watch_count, start_rv=start_rv,
                                    stats=self.stats, watch_list=watch_list, clock=clock)

@@ -50,12 +50,14 @@ def run_experiment(
     redis_url: Optional[str] = typer.Option(None, "--redis-url", help="use this Redis instead of the embedded one"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="use this Ray cluster instead of a local one"),
     duration: Optional[str] = typer.Option(None, "--duration", help="override the experiment's duration (e.g. 20s)"),
+    engine: str = typer.Option("live", "--engine", help="live (Redis + Ray, real time) or sim (one process, "
+                                                         "virtual time, deterministic)"),
 ) -> None:
     """Run an experiment: several scheduler instances, a living cluster, chaos; writes a results folder."""
     from ha.experiment.runner import run_cli
     try:
         code = run_cli(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
-                       ray_address=ray_address, duration=duration)
+                       ray_address=ray_address, duration=duration, engine=engine)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)
@@ -100,7 +102,7 @@ def cleanup(
 
 @app.command("bench")
 def bench(
-    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale"),
+    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale | sim"),
     quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
     hypernodes: bool = typer.Option(False, "--hypernodes",
@@ -170,7 +172,8 @@ def report(
 
 @app.command("analyze")
 def analyze(
-    results_dir: Path = typer.Argument(..., help="results folder of a run (with its history/)"),
+    results_dir: Path = typer.Argument(..., help="results folder of a run (with its history/), or a sweep "
+                                                 "folder (every cell, then sweep.json and summary.md)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     checkers: List[Path] = typer.Option([], "--checkers",
                                         help="a folder (or .py file) of further checker modules; repeatable"),
@@ -187,13 +190,55 @@ def analyze(
 
 @app.command("compare")
 def compare(
-    results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side"),
+    results_dirs: List[Path] = typer.Argument(..., help="results folders to put side by side, or sweep folders"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Side-by-side table of the summaries of several runs (e.g. one seed under v1.14 and pr5045)."""
+    """Side-by-side table of several runs' summaries; a sweep folder: its confidence-interval table.
+
+    E.g. one seed under v1.14 and pr5045; a sweep folder prints per metric and profile the mean
+    with its 95% interval and n, and the differences paired by seed."""
     from ha.experiment.compare import compare_cli
     try:
         code = compare_cli(results_dirs, as_json=as_json, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("sweep")
+def sweep(
+    experiment: Path = typer.Argument(..., help="experiment file (YAML)"),
+    seeds: str = typer.Option(..., "--seeds", help="seeds: A-B, a list 1,3,5, or both (1-3,7)"),
+    profiles: str = typer.Option(..., "--profiles", help="profiles, comma-separated (v1.14,pr5045,pr5045-fixed); "
+                                                        "differences are paired by seed between every two"),
+    sets: List[str] = typer.Option([], "--set", help="KEY=V1,V2,...: a path into the experiment "
+                                                    "(chaos[0].delay.mean, chaos[*].delay.mean, "
+                                                    "schedulers.instances) and its values; repeatable "
+                                                    "(the grid takes every combination)"),
+    engine: str = typer.Option("sim", "--engine", help="sim (one process per cell, virtual time: cheap) or live"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="cells at once, each in its own process (default: the "
+                                                           "core count with sim; 1 with live, because a live cell "
+                                                           "starts its own Redis and Ray and two on a small machine "
+                                                           "starve each other's actors and lease timing)"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="run every cell as a Ray task on this "
+                                                                        "cluster (sim only); results shipped back"),
+    out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default results/sweep-<name>-<time>); "
+                                                          "rerunning into it resumes"),
+    as_json: bool = typer.Option(False, "--json", help="print sweep.json"),
+    cell_reports: bool = typer.Option(False, "--cell-reports", help="each cell also writes its report.md and plots "
+                                                                   "(~1 s per cell; `ha-testbed report CELL` "
+                                                                   "writes one later)"),
+) -> None:
+    """Run the grid seeds x profiles x --set values; per metric: 95% intervals and paired differences.
+
+    One results folder per cell; sweep.json (n, mean, median, 95% bootstrap interval per metric and
+    profile; differences between profiles paired by seed), summary.md, plots/. Resumable. Exit 1 if
+    a cell failed."""
+    from ha.experiment.sweep import sweep_cli
+    try:
+        code = sweep_cli(experiment, seeds=seeds, profiles=profiles, sets=sets, engine=engine, jobs=jobs,
+                         ray_address=ray_address, out=out, as_json=as_json, echo=typer.echo,
+                         cell_reports=cell_reports)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

@@ -292,7 +292,10 @@ def metrics() -> tuple[list[tuple[str, str]], str]:
     out = []
     for c in all_checkers():
         doc = inspect.getdoc(sys.modules.get(c.module)) or ""
-        out.append((c.name, _first_sentence(doc)))
+        first = _first_sentence(doc)
+        if first.startswith(c.name):     # "name (where from): definition" -> the definition
+            first = first[len(c.name):].split(":", 1)[-1].strip()
+        out.append((c.name, first))
     return out, "the checkers (ha/experiment/checkers/)"
 
 

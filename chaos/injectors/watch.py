@@ -340,10 +340,12 @@ class WatchChaos:
         return {k: h.stats.as_dict() for k, h in self.hooks.items()}
 
 
-def hook_factories(schedule: Schedule, instance: str, *,
-                   kinds: Iterable[str] = INFORMER_KINDS) -> dict[str, Callable[[], WatchChaosHook]]:
+def hook_factories(schedule: Schedule, instance: str, *, kinds: Iterable[str] = INFORMER_KINDS,
+                   clock: Callable[[], float] | None = None) -> dict[str, Callable[[], WatchChaosHook]]:
     """kind -> a picklable zero-argument factory of that instance's schedule-driven watch hook (its
     watch faults by name or ``all``): ``InstanceConfig.informer_options["hook_factories"]``. The
-    hooks act once given the run's epoch (``set_epoch``)."""
+    hooks act once given the run's epoch (``set_epoch``); ``clock``: theirs (default the system's;
+    the sim engine passes its virtual one)."""
     mine = schedule.for_instance(instance, watch_only=True)
-    return {k: functools.partial(WatchChaosHook, instance, k, mine) for k in kinds}
+    extra = {"clock": clock} if clock is not None else {}
+    return {k: functools.partial(WatchChaosHook, instance, k, mine, **extra) for k in kinds}

@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "session": "session",
     "e2e": "e2e",
     "scale": "scale",
+    "sim": "sim",
 }
 
 

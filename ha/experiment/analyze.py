@@ -191,6 +191,9 @@ def analyze_cli(path, as_json: bool = False, echo=print, extra_checkers: Iterabl
     for c in extra_checkers:
         if not Path(c).exists():
             raise BadInput(f"--checkers {c}: no such file or folder")
+    from ha.experiment.sweep_report import analyze_sweep, is_sweep_dir
+    if is_sweep_dir(p):      # a sweep: every cell (a results folder), then its statistics
+        return analyze_sweep(p, as_json=as_json, echo=echo, extra_checkers=extra_checkers)
     summary = analyze(p, extra_checkers=extra_checkers)
     if as_json:
         echo(json.dumps(summary, sort_keys=True, default=str))

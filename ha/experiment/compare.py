@@ -1,6 +1,10 @@
 """``ha-testbed compare DIR_A DIR_B ...``: the summaries of several results folders side by side
 (e.g. one seed under ``v1.14``, ``pr5045`` and ``pr5045-fixed``). One row per DESIGN.md metric,
-one column per run; a metric a run did not measure shows as "—" (never as 0)."""
+one column per run; a metric a run did not measure shows as "—" (never as 0).
+
+A sweep folder (``sweep.json``) among the arguments prints its confidence-interval table instead:
+per metric and profile the mean over seeds with its 95% interval and n, and the paired differences
+(``ha.experiment.sweep_report``); ``--json`` gives ``{"runs", ..., "sweeps": [{path, grid, metrics}]}``."""
 from __future__ import annotations
 
 import json
@@ -50,11 +54,22 @@ def _cell(v: Any) -> str:
 
 def compare_cli(dirs, as_json: bool = False, echo=print, console=None) -> int:
     """Print the side-by-side table; a missing or corrupt folder raises BadInput naming it (exit 2)."""
-    results = [read_results(Path(d)) for d in dirs]
-    table = compare_table(results)
+    from ha.experiment.sweep_report import is_sweep_dir, print_ci_tables, read_sweep
+    sweeps = [(Path(d), read_sweep(d)) for d in dirs if is_sweep_dir(d)]
+    results = [read_results(Path(d)) for d in dirs if not is_sweep_dir(d)]
+    table = compare_table(results) if results else None
     if as_json:
-        echo(json.dumps({k: v for k, v in table.items() if k != "details"} | {"details": table["details"]},
-                        default=str))
+        doc: dict[str, Any] = {}
+        if table is not None:
+            doc = {k: v for k, v in table.items() if k != "details"} | {"details": table["details"]}
+        if sweeps:
+            doc["sweeps"] = [{"path": str(p), "grid": s["grid"], "bootstrap": s.get("bootstrap"),
+                              "metrics": s.get("metrics") or {}} for p, s in sweeps]
+        echo(json.dumps(doc, default=str))
+        return 0
+    for p, s in sweeps:
+        print_ci_tables(s, console=console, title=f"sweep {p}")
+    if table is None:
         return 0
     from rich.console import Console
     from rich.table import Table

@@ -18,6 +18,7 @@ over the history it leaves.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Protocol
 
 from ha.experiment.recorder import Observation, Recorder
@@ -45,6 +46,7 @@ class Driver:
         self.on_tick = on_tick
         self.ticks = 0
         self.elapsed_s = 0.0
+        self.wall_s = 0.0     # host seconds the loop took (benchmarks; never recorded in a result)
 
     def sample(self) -> None:
         e = self.engine
@@ -58,6 +60,13 @@ class Driver:
             self.on_tick(t, recorded)
 
     def run(self) -> None:
+        w0 = time.perf_counter()
+        try:
+            self._run()
+        finally:
+            self.wall_s = time.perf_counter() - w0
+
+    def _run(self) -> None:
         e = self.engine
         next_tick = 0.0
         while True:

@@ -32,7 +32,8 @@ from ha.experiment.config import Experiment
 from ha.experiment.objects import starting_objects
 from ha.experiment.recorder import Observation, Recorder
 
-__all__ = ["LiveLifecycle", "InstanceSlot", "COUNTERS"]
+__all__ = ["LiveLifecycle", "EngineParts", "InstanceSlot", "COUNTERS", "instance_kwargs", "instance_chaos_options",
+           "workload_config"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,114 @@ class InstanceSlot:
         self.last_stats = {}
 
 
-class LiveLifecycle:
+def instance_kwargs(exp: Experiment, name: str) -> dict[str, Any]:
+    """The engine-neutral part of an instance's ``InstanceConfig`` (mode, lease timing, profile,
+    configuration, seed); each engine adds where the API server and the delivery log are."""
+    s = exp.schedulers
+    return dict(name=name, mode=s.mode, standby=s.standby, period_s=s.period,
+                lease_duration=s.lease.duration, lease_renew_deadline=s.lease.renew_deadline,
+                lease_retry=s.lease.retry, profile=exp.profile, switches=dict(exp.switches),
+                scheduler_conf=exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,
+                seed=exp.seed * 1000 + int(name.rsplit("-", 1)[1]))
+
+
+def instance_chaos_options(sched, name: str, *, informer_options: dict | None = None,
+                           wall_clock=None) -> dict[str, Any]:
+    """An instance's own chaos (``InstanceConfig`` fields): its scheduled faults plus the
+    ``leader`` API faults (``chaos_faults``), and watch hook factories when a watch fault can
+    reach it (``informer_options["hook_factories"]``: every incarnation gets fresh hooks, built
+    inside the instance). ``wall_clock``: the hooks' clock (default theirs: the system's)."""
+    from chaos.faults import API_FAULTS, WATCH_FAULTS
+    from chaos.injectors.watch import hook_factories
+    mine = sched.for_instance(name)
+    leader = [sf for sf in sched if sf.targets == ("leader",)]
+    kw: dict[str, Any] = {}
+    faults = tuple(mine) + tuple(sf for sf in leader if sf.name in API_FAULTS)
+    if faults:
+        kw["chaos_faults"] = faults
+    if any(sf.name in WATCH_FAULTS for sf in list(mine) + leader):
+        opts = dict(informer_options or {})
+        opts["hook_factories"] = hook_factories(sched, name, clock=wall_clock)
+        kw["informer_options"] = opts
+    return kw
+
+
+def workload_config(exp: Experiment):
+    """The workload generator's configuration (None: the experiment has no workload)."""
+    from ha.runtime.workload import WorkloadConfig
+    if exp.workload is None:
+        return None
+    # leaves only: with capacity's queue hierarchy a job of an inner queue is refused
+    queues = exp.leaf_queue_names()
+    return WorkloadConfig.from_experiment(exp.workload, duration_s=exp.duration,
+                                          queues=queues or ["default"],
+                                          scheduler_name=exp.schedulers.scheduler_name)
+
+
+class EngineParts:
+    """What every engine's lifecycle shares (the live one here, ``ha.sim.engine.SimEngine``):
+    the starting objects, the chaos schedule, lives in the history, the final API state. Needs
+    ``exp``, ``source``, ``api`` (a sync API client), ``slots``, ``recorder``, ``nemesis``,
+    ``schedule``."""
+
+    def create_cluster_objects(self) -> None:
+        from cluster_state.errors import ApiError
+        objs = starting_objects(self.exp, self.source)
+        for obj in objs.in_order():
+            md = obj["metadata"]
+            what = f"{obj['kind']} {md.get('namespace', '') + '/' if md.get('namespace') else ''}{md['name']}"
+            try:
+                self.api.create(obj)
+            except ApiError as e:
+                raise BadInput(f"{self.source}: creating {what}: {e}") from None
+        self.object_counts = objs.counts()
+
+    def record_life(self, t: float, name: str, event: str, **info: Any) -> None:
+        slot = self.slots[name]
+        if event in ("kill", "crash"):
+            slot.carry()
+        if self.recorder is not None:
+            self.recorder.life(t, name, event, slot.generation, **info)
+
+    def has_fault(self, fault: str) -> bool:
+        return any(c.fault == fault for c in self.exp.chaos)
+
+    def chaos_schedule(self):
+        if self.schedule is None:
+            from chaos.schedule import build_schedule
+            self.schedule = build_schedule(self.exp.chaos, self.exp.seed, self.exp.instance_names())
+        return self.schedule
+
+    def next_chaos_t(self) -> float | None:
+        nem = self.nemesis
+        if nem is None or not nem.pending():
+            return None
+        return nem._timeline[nem._next].t
+
+    def final_api_state(self, attempts: int = 20) -> dict[str, Any] | None:
+        """What the API server holds at the end, ``{"rv", "kinds": {kind: {key: resourceVersion}}}``
+        (the consistency checker folds the events up to ``rv`` and compares). The kinds are listed
+        one by one while the cluster may still run (live), so the listing counts only when the RV
+        did not move across it (retried; ``quiet`` says whether it succeeded)."""
+        from ha.experiment.recorder import TRUTH_KINDS
+        from ha.experiment.checkers._fold import key_of
+        state = None
+        try:
+            for _ in range(attempts):
+                rv0 = int(self.api.current_resource_version())
+                kinds = {kind: {key_of(o): int(o["metadata"]["resourceVersion"]) for o in self.api.list(kind).items}
+                         for kind in TRUTH_KINDS if kind != "Lease"}
+                rv1 = int(self.api.current_resource_version())
+                state = {"rv": rv1, "kinds": kinds, "quiet": rv0 == rv1}
+                if rv0 == rv1:
+                    break
+                time.sleep(0.05)
+        except Exception as e:  # noqa: BLE001 — Redis gone: the checker says why it is absent
+            log.info("final API state: %s", e)
+        return state
+
+
+class LiveLifecycle(EngineParts):
     engine = "live"
 
     def __init__(self, exp: Experiment, out: Path, *, redis_url: str | None, ray_address: str | None,
@@ -134,18 +242,6 @@ class LiveLifecycle:
     def new_api(self):
         return self.api_server.sync_client(self.redis_url, self.prefix)
 
-    def create_cluster_objects(self) -> None:
-        from cluster_state.errors import ApiError
-        objs = starting_objects(self.exp, self.source)
-        for obj in objs.in_order():
-            md = obj["metadata"]
-            what = f"{obj['kind']} {md.get('namespace', '') + '/' if md.get('namespace') else ''}{md['name']}"
-            try:
-                self.api.create(obj)
-            except ApiError as e:
-                raise BadInput(f"{self.source}: creating {what}: {e}") from None
-        self.object_counts = objs.counts()
-
     def start_ray(self) -> None:
         import ray
         from ha.runtime.ray_local import start_ray
@@ -158,14 +254,8 @@ class LiveLifecycle:
 
     def instance_config(self, name: str):
         from ha.runtime.instance import InstanceConfig
-        s = self.exp.schedulers
-        kw = dict(name=name, redis_url=self.redis_url, prefix=self.prefix, mode=s.mode,
-                  standby=s.standby, period_s=s.period, lease_duration=s.lease.duration,
-                  lease_renew_deadline=s.lease.renew_deadline, lease_retry=s.lease.retry,
-                  profile=self.exp.profile, switches=dict(self.exp.switches),
-                  scheduler_conf=self.exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,
-                  seed=self.exp.seed * 1000 + int(name.rsplit("-", 1)[1]),
-                  api_server=self.api_server,
+        kw = instance_kwargs(self.exp, name)
+        kw.update(redis_url=self.redis_url, prefix=self.prefix, api_server=self.api_server,
                   # local Ray: the instance writes <out>/delivery/<name>.log in place (a killed
                   # instance's log survives it); on a cluster it keeps the log on its own node and
                   # the driver ships it back at the end (collect_delivery_logs)
@@ -178,16 +268,8 @@ class LiveLifecycle:
 
     def cluster_config(self):
         from ha.runtime.cluster import ClusterConfig
-        from ha.runtime.workload import WorkloadConfig
-        wl = None
-        if self.exp.workload is not None:
-            # leaves only: with capacity's queue hierarchy a job of an inner queue is refused
-            queues = self.exp.leaf_queue_names()
-            wl = WorkloadConfig.from_experiment(self.exp.workload, duration_s=self.exp.duration,
-                                                queues=queues or ["default"],
-                                                scheduler_name=self.exp.schedulers.scheduler_name)
         return ClusterConfig(redis_url=self.redis_url, prefix=self.prefix, seed=self.exp.seed,
-                             workload=wl, api_server=self.api_server,
+                             workload=workload_config(self.exp), api_server=self.api_server,
                              retry_outages_s=60.0 if self.has_fault("redis-restart") else 0.0)
 
     def start_parts(self, recorder: Recorder) -> None:
@@ -226,23 +308,7 @@ class LiveLifecycle:
         self.record_life(self.now(), slot.name, event, pid=slot.pid, node_id=where.get("node_id"),
                          host=where.get("host"))
 
-    def record_life(self, t: float, name: str, event: str, **info: Any) -> None:
-        slot = self.slots[name]
-        if event in ("kill", "crash"):
-            slot.carry()
-        if self.recorder is not None:
-            self.recorder.life(t, name, event, slot.generation, **info)
-
     # -- chaos plumbing -----------------------------------------------------------------------
-
-    def has_fault(self, fault: str) -> bool:
-        return any(c.fault == fault for c in self.exp.chaos)
-
-    def chaos_schedule(self):
-        if self.schedule is None:
-            from chaos.schedule import build_schedule
-            self.schedule = build_schedule(self.exp.chaos, self.exp.seed, self.exp.instance_names())
-        return self.schedule
 
     def start_proxies(self) -> None:
         """A loopback proxy in front of Redis for each instance a partition may hit."""
@@ -258,24 +324,14 @@ class LiveLifecycle:
             self.proxies[n] = ThreadedRedisProxy(self.redis_url, name=n, loop_thread=self.loop_thread).start()
 
     def chaos_instance_options(self, name: str) -> dict[str, Any]:
-        from chaos.faults import API_FAULTS, WATCH_FAULTS
-        from chaos.injectors.watch import hook_factories
         sched = self.chaos_schedule()
-        mine = sched.for_instance(name)
-        leader = [sf for sf in sched if sf.targets == ("leader",)]
         kw: dict[str, Any] = {}
         if name in self.proxies:
             kw["redis_url"] = self.proxies[name].url
         if any(sf.name in ("partition", "redis-restart") for sf in sched):
             kw["retry_outages_s"] = 30.0
-        faults = tuple(mine) + tuple(sf for sf in leader if sf.name in API_FAULTS)
-        if faults:
-            kw["chaos_faults"] = faults
-        if any(sf.name in WATCH_FAULTS for sf in list(mine) + leader):
-            # factories: every incarnation gets fresh hooks (built inside the actor)
-            opts = dict(self.instance_options.get("informer_options") or {})
-            opts["hook_factories"] = hook_factories(sched, name)
-            kw["informer_options"] = opts
+        kw.update(instance_chaos_options(sched, name,
+                                         informer_options=self.instance_options.get("informer_options")))
         return kw
 
     def start_nemesis(self) -> None:
@@ -299,12 +355,6 @@ class LiveLifecycle:
             self.loop_thread.run(self.nemesis.fire_due())
         if self.nemesis is not None and self.recorder is not None:
             self.recorder.faults(self.nemesis.records)
-
-    def next_chaos_t(self) -> float | None:
-        nem = self.nemesis
-        if nem is None or not nem.pending():
-            return None
-        return nem._timeline[nem._next].t
 
     def end_chaos(self) -> None:
         """Undo what is still on (heal, resume, restore clocks), once."""
@@ -423,28 +473,6 @@ class LiveLifecycle:
                             off += len(blob)
             except Exception as e:  # noqa: BLE001 — gone: its log is lost with its node
                 log.info("delivery log of %s: %s", slot.name, e)
-
-    def final_api_state(self, attempts: int = 20) -> dict[str, Any] | None:
-        """What the API server holds at the end, ``{"rv", "kinds": {kind: {key: resourceVersion}}}``
-        (the consistency checker folds the events up to ``rv`` and compares). The kinds are listed
-        one by one while the cluster still runs, so the listing counts only when the RV did not move
-        across it (retried; ``quiet`` says whether it succeeded)."""
-        from ha.experiment.recorder import TRUTH_KINDS
-        from ha.experiment.checkers._fold import key_of
-        state = None
-        try:
-            for _ in range(attempts):
-                rv0 = int(self.api.current_resource_version())
-                kinds = {kind: {key_of(o): int(o["metadata"]["resourceVersion"]) for o in self.api.list(kind).items}
-                         for kind in TRUTH_KINDS if kind != "Lease"}
-                rv1 = int(self.api.current_resource_version())
-                state = {"rv": rv1, "kinds": kinds, "quiet": rv0 == rv1}
-                if rv0 == rv1:
-                    break
-                time.sleep(0.05)
-        except Exception as e:  # noqa: BLE001 — Redis gone: the checker says why it is absent
-            log.info("final API state: %s", e)
-        return state
 
     def _resume_paused(self) -> None:
         """SIGCONT every instance a pause left stopped: nothing ends the run frozen."""

@@ -29,6 +29,7 @@ __all__ = ["run_cli", "ExperimentRunner", "RunOutcome", "default_out", "code_ver
 log = logging.getLogger(__name__)
 
 EXIT_INTERRUPTED = 130
+ENGINES = ("live", "sim")
 
 
 class Interrupted(BaseException):
@@ -68,13 +69,13 @@ def code_version() -> dict[str, Any]:
 
 
 def run_cli(path, out=None, seed=None, profile=None, redis_url=None, ray_address=None,
-            duration=None, *, console=None, progress: bool = True) -> int:
+            duration=None, *, engine: str = "live", console=None, progress: bool = True) -> int:
     """The ``ha-testbed run`` command. Returns the exit code (0 ok, 130 interrupted); bad input
     raises :class:`BadInput` (exit 2)."""
     exp = load_experiment(path).with_overrides(seed=seed, profile=profile, duration=duration)
     out_dir = Path(out) if out is not None else default_out(exp)
     runner = ExperimentRunner(exp, out_dir, redis_url=redis_url, ray_address=ray_address,
-                              source=str(path), console=console, progress=progress)
+                              source=str(path), console=console, progress=progress, engine=engine)
     outcome = runner.run()
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
@@ -89,22 +90,34 @@ class RunOutcome:
 class ExperimentRunner:
     def __init__(self, exp: Experiment, out: Path, *, redis_url: str | None = None,
                  ray_address: str | None = None, source: str = "<experiment>", console=None,
-                 progress: bool = True, instance_options: dict[str, Any] | None = None):
-        from ha.experiment.lifecycle import LiveLifecycle
+                 progress: bool = True, instance_options: dict[str, Any] | None = None,
+                 engine: str = "live", report: bool = True):
+        if engine not in ENGINES:
+            raise BadInput(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.exp = exp
         self.out = Path(out).absolute()
         self.source = source
         self.progress_enabled = progress
+        self.report = report          # False: no report.md and plots (`ha-testbed report` writes them later)
         if console is None:
             from rich.console import Console
             console = Console(stderr=False)
         self.console = console
-        self.life = LiveLifecycle(exp, self.out, redis_url=redis_url, ray_address=ray_address,
-                                  source=source, instance_options=instance_options)
+        if engine == "sim":
+            if redis_url is not None or ray_address is not None:
+                raise BadInput("--engine sim runs in one process: --redis-url / --ray-address "
+                               "belong to the live engine")
+            from ha.sim.engine import SimEngine
+            self.life = SimEngine(exp, self.out, source=source, instance_options=instance_options)
+        else:
+            from ha.experiment.lifecycle import LiveLifecycle
+            self.life = LiveLifecycle(exp, self.out, redis_url=redis_url, ray_address=ray_address,
+                                      source=source, instance_options=instance_options)
         self.writer = None
         self.recorder = None
         self.driver = None
-        self.started_at = time.time()
+        # the sim's start is its virtual epoch: nothing of the host's clock in its history
+        self.started_at = getattr(self.life, "started_at", None) or time.time()
 
     @property
     def run_id(self) -> str:
@@ -228,7 +241,8 @@ class ExperimentRunner:
             "switches": self._switches(),
             "api_server": life.api_server.to_dict(),
             "run": {"source": self.source, "run_id": life.run_id, "prefix": life.prefix,
-                    "started_at": self.started_at, "finished_at": time.time(),
+                    "started_at": self.started_at,
+                    "finished_at": (self.started_at + elapsed) if life.engine == "sim" else time.time(),
                     "elapsed_s": round(elapsed, 3), "ticks": self.driver.ticks if self.driver else 0,
                     "redis": "embedded" if life.redis_embedded else life.redis_url,
                     "ray": life.ray_address or "local",
@@ -246,7 +260,7 @@ class ExperimentRunner:
     def _analyze(self) -> dict[str, Any]:
         from ha.experiment.analyze import analyze
         try:
-            return analyze(self.out)
+            return analyze(self.out, report=self.report)
         except Exception as e:  # noqa: BLE001 — the history stands; `ha-testbed analyze` can retry
             log.exception("analyze")
             self.console.print(f"[red]analysis failed ({type(e).__name__}: {e}); the history is "

@@ -325,7 +325,9 @@ class SchedulerInstance:
             if self.chaos.api_chaos is None:
                 self.chaos.set_api_chaos(ApiChaos(self.cfg.name, self.cfg.chaos_faults,
                                                   clock=self.env.clock.now, crash=self.env.crash))
-            api = ChaosApiClient(api, self.chaos.api_chaos)
+            # an environment without threads charges the injected latency instead of sleeping
+            sleep = getattr(self.env, "blocking_sleep", None)
+            api = ChaosApiClient(api, self.chaos.api_chaos, **({"sleep": sleep} if sleep else {}))
         if self.cfg.retry_outages_s > 0:
             from chaos.retry import RetryingApiClient
             api = RetryingApiClient(api, deadline_s=self.cfg.retry_outages_s)
@@ -438,7 +440,8 @@ class SchedulerInstance:
             while os.path.exists(os.path.join(d, f"{name}.{k}.log")):
                 k += 1
             os.replace(path, os.path.join(d, f"{name}.{k}.log"))
-        return DeliveryLog.for_instance(root, name, keep=False)
+        clocks = getattr(self.env, "delivery_log_clocks", None)   # a virtual clock's stamps
+        return DeliveryLog.for_instance(root, name, keep=False, **(clocks() if clocks else {}))
 
     def _log_root(self) -> str:
         if self._log_dir is None:

@@ -305,16 +305,19 @@ async def test_stop_ends_open_windows_through_their_package():
 
 # --------------------------------------------------------------------------- the live targets
 
-def test_runner_targets_implement_the_protocol():
-    """The live engine's targets (ha.experiment.live_targets.LiveTargets) have every Targets
-    method with the protocol's arguments, async where the protocol says async (proxy and
-    redis_restart are plain)."""
-    from ha.experiment.live_targets import LiveTargets as impl
+@pytest.mark.parametrize("where", ["ha.experiment.live_targets.LiveTargets", "ha.sim.targets.SimTargets"])
+def test_engine_targets_implement_the_protocol(where):
+    """Each engine's targets (live: Ray actors and processes; sim: instances under the virtual
+    clock) have every Targets method with the protocol's arguments, async where the protocol says
+    async (proxy is plain)."""
+    import importlib
+    mod, cls = where.rsplit(".", 1)
+    impl = getattr(importlib.import_module(mod), cls)
     for name, proto in inspect.getmembers(Targets, inspect.isfunction):
         if name.startswith("_"):
             continue
         got = getattr(impl, name, None)
-        assert callable(got), f"LiveTargets lacks {name}()"
+        assert callable(got), f"{cls} lacks {name}()"
         assert list(inspect.signature(got).parameters) == list(inspect.signature(proto).parameters), name
         assert inspect.iscoroutinefunction(got) == inspect.iscoroutinefunction(proto), name
 

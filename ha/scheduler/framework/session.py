@@ -146,7 +146,10 @@ class Session:
 
     def __init__(self, cache: Any, conf: SchedulerConf | None = None, *, seed: int | None = None,
                  clock: Any = None):
-        self.uid = f"ssn-{next(_session_counter)}-{uuid.uuid4().hex[:8]}"
+        # a seeded session's uid is drawn from its seed (it reaches the API server as the
+        # podgroup condition's transitionID: nothing of the host may reach a reproducible run)
+        suffix = uuid.uuid4().hex[:8] if seed is None else f"{random.Random(f'uid:{seed}').getrandbits(32):08x}"
+        self.uid = f"ssn-{next(_session_counter)}-{suffix}"
         self.cache = cache
         # the session's time.Now(): the one given, else the cache's, else the wall clock
         if clock is None:
