@@ -327,7 +327,8 @@ class SimEngine(EngineParts):
                     log.warning("stopping the sim parts: %s", e)
                 for slot in self.slots.values():
                     slot.alive = False
-                _cancel_all(loop)
+                for _ in range(3):   # a cancelled task may start another (a lease release)
+                    _cancel_all(loop)
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()
         finally:
