@@ -170,6 +170,28 @@ def compare(
     raise typer.Exit(code)
 
 
+@app.command("shrink")
+def shrink(
+    results_dir: Path = typer.Argument(..., help="results folder of a run whose summary satisfies --when"),
+    when: str = typer.Option(..., "--when", help="predicate over the summary, e.g. 'cyclic_evictions>0', "
+                                                 "'convergence.ok==false', 'a>0 and (b>=3 or not c==0)'"),
+    budget: int = typer.Option(200, "--budget", help="at most this many sim runs"),
+    time_budget: str = typer.Option("15m", "--time-budget", help="at most this much wall time (e.g. 5m)"),
+    seeds_too: bool = typer.Option(False, "--seeds-too", help="also try other seeds at the fixpoint"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default RESULTS_DIR-shrunk)"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Reduce a failing run to the smallest experiment (sim engine) that still satisfies --when;
+    writes shrunk.yaml, the shrunk run, shrink.md and, where it can, a scenario file."""
+    from ha.experiment.shrink.shrinker import shrink_cli
+    try:
+        code = shrink_cli(results_dir, when, budget=budget, time_budget=time_budget, seeds_too=seeds_too,
+                          out=out, as_json=as_json, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
 @app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of experiment files (per-fault rules of `chaos:` entries included)."""
