@@ -31,11 +31,14 @@ def scenario_run(
     profile: str = typer.Option("v1.14", "--profile", "-p", help="behaviour profile"),
     check: bool = typer.Option(False, "--check", help="compare with each file's `expected`; exit 1 on a mismatch"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    switch: List[str] = typer.Option([], "--switch", help="turn a behaviour switch on (NAME) or set it "
+                                                        "(NAME=false) on top of the profile; repeatable"),
 ) -> None:
     """Run scenario files (DESIGN.md format) and print what was bound, evicted and pipelined."""
     from ha.scenario.cli import run_scenarios
     try:
-        code = run_scenarios([str(p) for p in paths], profile=profile, check=check, as_json=as_json)
+        code = run_scenarios([str(p) for p in paths], profile=profile, check=check, as_json=as_json,
+                             switches=switch)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

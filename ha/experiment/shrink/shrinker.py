@@ -346,8 +346,7 @@ def render_markdown(r: ShrinkResult) -> str:
     rp = r.repro or {}
     if rp.get("written"):
         lines.append(f"* `{rp['file']}` — a scenario file: the caches' state before session "
-                     f"{rp['session']} of {rp['instance']} (`ha-testbed scenario run {rp['file']} "
-                     f"--profile {rp['profile']} --check`). {rp.get('note', '')}")
+                     f"{rp['session']} of {rp['instance']} (`{rp['command']}`). {rp.get('note', '')}")
     elif rp:
         lines.append(f"* no scenario file: {rp.get('why')}")
     if r.verdict.notes:
