@@ -176,7 +176,8 @@ class Shrinker:
     def _check_budget(self) -> None:
         if self.runs >= self.budget:
             raise _Stop("budget")
-        if self.time_budget is not None and time.monotonic() - self.t0 >= self.time_budget:
+        # the confirming re-run always runs: without it there is nothing to keep
+        if self.runs and self.time_budget is not None and time.monotonic() - self.t0 >= self.time_budget:
             raise _Stop("time budget")
 
     def run(self, exp: Experiment, what: str) -> tuple[Verdict, Path, Size]:
