@@ -30,7 +30,7 @@ SCALE = {
     "schedulers": {"instances": 3, "mode": "leader-elected", "period": "1s", "standby": "warm"},
     "chaos": [{"at": "5s", "for": "20s", "fault": "watch-delay", "target": "scheduler-2", "kinds": ["Pod"],
                "delay": {"dist": "exponential", "mean": "200ms"}},
-              {"at": "15s", "fault": "kill", "target": "leader"}],
+              {"at": "8s", "fault": "kill", "target": "leader"}],   # lease 15 s: failover ~23 s
     "measure": {"every": "500ms"},
 }
 

@@ -36,9 +36,29 @@ __all__ = ["analyze", "analyze_cli", "timeseries_rows"]
 log = logging.getLogger(__name__)
 
 
+def _status_counts(name: str, st: dict[str, Any], last: dict[str, tuple[dict, dict[str, int]]]) -> dict[str, int]:
+    """task_status_counts of the instance's tasks, updated from the entries that changed since its
+    previous record when the history says which (the same counts, without re-reading them all)."""
+    tasks, changed = st["tasks"], st.get("changed_tasks")
+    prev = last.get(name)
+    if prev is None or changed is None:
+        counts = task_status_counts(tasks)
+    else:
+        counts = dict(prev[1])
+        old = {u: prev[0][u] for u in changed if u in prev[0]}
+        new = {u: tasks[u] for u in changed if u in tasks}
+        for k, n in task_status_counts(old).items():
+            counts[k] -= n
+        for k, n in task_status_counts(new).items():
+            counts[k] += n
+    last[name] = (tasks, counts)
+    return counts
+
+
 def _base_rows(h: History) -> list[list[dict[str, Any]]]:
     """Per tick, per instance (sorted): the columns that come straight from the history."""
     carried: dict[str, dict[str, int]] = {}          # counters of finished generations
+    last_counts: dict[str, tuple[dict, dict[str, int]]] = {}   # instance -> (tasks, status counts)
     current: dict[str, tuple[int, dict[str, int]]] = {}
     out = []
     names = h.instances()
@@ -60,7 +80,7 @@ def _base_rows(h: History) -> list[list[dict[str, Any]]]:
                 rvs = st.get("rvs") or {}
                 row.update({"is_leader": int(bool(st.get("is_leader"))),
                             "rv": max(rvs.values()) if rvs else None, "sessions": st.get("sessions")})
-                counts = task_status_counts(st["tasks"])
+                counts = _status_counts(name, st, last_counts)
                 row.update({f"tasks_{s.lower()}": counts[s] for s in TASK_STATUSES})
                 for k in ("binds", "bind_conflicts", "bind_errors", "evictions"):
                     row[k] = int(counters.get(k) or 0) + c.get(k, 0)

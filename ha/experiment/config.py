@@ -439,13 +439,14 @@ class Sim(Strict):
     """The sim engine's cost model (docs/simulation.md): how much virtual time the work takes that
     runs inline under the virtual clock. Ignored by the live engine."""
     # a scheduling session: base + per_task x tasks in the cache + per_pending x pending tasks
-    # + per_node x nodes (calibrated on `ha-testbed bench session`, BENCHMARKS.md)
-    session_ms: float = 5.0
+    # + per_node x nodes (calibrated on `ha-testbed bench session` and a live quickstart run,
+    # docs/simulation.md)
+    session_ms: float = 50.0
     session_per_task_ms: float = 0.05
     session_per_pending_ms: float = 0.3
     session_per_node_ms: float = 0.05
     api_call_ms: float = 0.5            # one API request (a Redis round trip on loopback)
-    watch_delivery_ms: float = 1.0      # one watch read (what an informer's staleness p50 shows)
+    watch_delivery_ms: float = 1.5      # one watch read (what an informer's staleness p50 shows)
 
     @field_validator("session_ms", "session_per_task_ms", "session_per_pending_ms",
                      "session_per_node_ms", "api_call_ms", "watch_delivery_ms")

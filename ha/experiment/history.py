@@ -213,13 +213,12 @@ class HistoryWriter:
 def api_state(lists: Mapping[str, Iterable[Mapping[str, Any]]], rv: int, **extra: Any) -> dict[str, Any]:
     """final.json's ``api_state`` from a list per kind taken at ``rv``: ``{"rv", "kinds": {kind:
     {"ns/name" or name: resourceVersion}}}`` (the API-consistency check's input)."""
+    from ha.experiment.oracles import object_key
     kinds: dict[str, dict[str, int]] = {}
     for kind in sorted(lists):
         per: dict[str, int] = {}
         for o in lists[kind]:
-            md = o.get("metadata") or {}
-            key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
-            per[key] = int(md.get("resourceVersion") or 0)
+            per[object_key(o)] = int((o.get("metadata") or {}).get("resourceVersion") or 0)
         kinds[kind] = dict(sorted(per.items()))
     return {"rv": int(rv), "kinds": kinds, **extra}
 
@@ -280,6 +279,13 @@ class History:
 
     def ticks(self) -> list[dict[str, Any]]:
         """The tick records as written (instance digests as deltas)."""
+        if "ticks_checked" not in self._cache:
+            for i, tk in enumerate(self._lines("ticks")):
+                if not isinstance(tk, dict) or not isinstance(tk.get("t"), (int, float)) \
+                        or not isinstance(tk.get("instances"), dict):
+                    raise BadInput(f"{self.dir / 'ticks.jsonl'}: tick record {i + 1}: expected an object "
+                                   "with a number 't' and an object 'instances'")
+            self._cache["ticks_checked"] = True
         return self._lines("ticks")
 
     def decisions(self) -> list[dict[str, Any]]:
@@ -310,6 +316,10 @@ class History:
             end = 0
             try:
                 for e in up:
+                    if not isinstance(e, dict) or not isinstance(e.get("rv"), int) or "kind" not in e \
+                            or e.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+                        raise BadInput(f"{path}: event {len(out) + 1}: expected a map with an integer 'rv', "
+                                       "'type' ADDED/MODIFIED/DELETED and 'kind'")
                     out.append(e)
                     end = up.tell()
             except (msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError, ValueError) as e:

@@ -37,10 +37,10 @@ from typing import Any, Iterable, Mapping
 
 __all__ = [
     "status_name", "task_diff", "resource_drift_fraction", "cluster_capacity", "pod_requests",
-    "overcommitted_nodes", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
+    "overcommitted_nodes", "NodeUsage", "slot_of_name", "InstanceSeries", "CacheDivergence", "PairwiseDrift",
     "ResourceDrift", "OvercommitViolations", "AllocationDrift", "WastedEvictions",
     "CyclicEvictions", "PartialGangBinds", "PodEvent", "Truth", "headline", "HEADLINE_KEYS",
-    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of",
+    "GROUP_ANNOTATION", "Oracles", "ORACLE_COLUMNS", "pod_events_of", "object_key",
 ]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -155,18 +155,18 @@ def resource_drift_fraction(inst_nodes: Mapping[str, Mapping], ref_nodes: Mappin
     the cluster's capacity; per resource dimension, the largest of the dimensions is returned.
     A node only one side knows counts with the other side as zero. None without capacity. With
     ``ref_before`` (see :func:`task_diff`) a node counts the smaller of its two deltas."""
+    # the nodes whose entries differ at all (sorted: a float sum's order must not depend on hashing)
+    differing = [n for n in sorted(inst_nodes.keys() | ref_nodes.keys())
+                 if (inst_nodes.get(n) or {}) != (ref_nodes.get(n) or {})]
     worst: float | None = None
     for dim in dims:
         cap = capacity.get(dim) or 0.0
         if cap <= 0:
             continue
         total = 0.0
-        for name in sorted(inst_nodes.keys() | ref_nodes.keys()):   # sorted: a float sum's order
+        for name in differing:
             a = inst_nodes.get(name) or {}
-            r = ref_nodes.get(name) or {}
-            if a == r:
-                continue      # the common case: the very same node
-            d = _node_delta(a, r, dim)
+            d = _node_delta(a, ref_nodes.get(name) or {}, dim)
             if d and ref_before is not None:
                 d = min(d, _node_delta(a, ref_before.get(name) or {}, dim))
             total += d
@@ -221,15 +221,51 @@ def overcommitted_nodes(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, M
             u[k] = u.get(k, 0.0) + v
     out: dict[str, list[str]] = {}
     for n in sorted(used):
-        u = used[n]
         node = nodes.get(n)
         if node is None:
             continue
-        alloc = allocatable(node)
-        over = [k for k, v in sorted(u.items()) if k in alloc and v > alloc[k] + 1e-9]
+        over = _over(used[n], allocatable(node))
         if over:
             out[n] = over
     return out
+
+
+def _over(used: Mapping[str, float], alloc: Mapping[str, float]) -> list[str]:
+    return [k for k, v in sorted(used.items()) if k in alloc and v > alloc[k] + 1e-9]
+
+
+class NodeUsage:
+    """:func:`overcommitted_nodes` kept up to date from pod changes: Σ requests of the pods holding
+    each node, re-judging only the nodes a change touched (any Node change re-judges all)."""
+
+    def __init__(self, requests=pod_requests, allocatable=None) -> None:
+        self.requests, self.allocatable = requests, allocatable or _allocatable
+        self.used: dict[str, dict[str, float]] = {}
+        self.over: dict[str, list[str]] = {}
+        self._touched: set[str] = set()
+
+    def pod_changed(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        for p, sign in ((old, -1.0), (new, 1.0)):
+            if p is not None and _holds_node(p):
+                n = p["spec"]["nodeName"]
+                u = self.used.setdefault(n, {})
+                for k, v in self.requests(p).items():
+                    u[k] = u.get(k, 0.0) + sign * v
+                self._touched.add(n)
+
+    def nodes_changed(self) -> None:
+        self._touched.update(self.used)
+
+    def current(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+        for n in self._touched:
+            node = nodes.get(n)
+            over = _over(self.used.get(n) or {}, self.allocatable(node)) if node is not None else []
+            if over:
+                self.over[n] = over
+            else:
+                self.over.pop(n, None)
+        self._touched = set()
+        return dict(sorted(self.over.items()))
 
 
 def slot_of_name(name: str, annotations: Mapping[str, str] | None = None) -> tuple[str, int]:
@@ -430,9 +466,12 @@ class OvercommitViolations:
                 self._bound_by[str(d["pod"])] = [d.get("instance"), d.get("generation", 0), d.get("session")]
 
     def observe(self, pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
-                t: float | None = None) -> int:
+                t: float | None = None, over: Mapping[str, list[str]] | None = None) -> int:
+        """One tick of the truth; ``over`` (optional): :func:`overcommitted_nodes` of it, already
+        known (a :class:`NodeUsage` kept up to date)."""
         pods = list(pods)
-        over = overcommitted_nodes(pods, nodes, self._req, self._allocatable)
+        if over is None:
+            over = overcommitted_nodes(pods, nodes, self._req, self._allocatable)
         self.ticks += 1
         self.count += len(over)
         for n, rs in over.items():
@@ -491,13 +530,18 @@ class PodEvent:
     node: str | None = None    # nominated or bound node
 
 
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a namespaced object, ``name`` of a cluster-scoped one."""
+    md = obj.get("metadata") or {}
+    ns = md.get("namespace")
+    return f"{ns}/{md.get('name')}" if ns else str(md.get("name"))
+
+
 def pod_events_of(old: Mapping[str, Any] | None, new: Mapping[str, Any], t: float) -> list[PodEvent]:
     """The PodEvents one pod update makes: ``nominated`` (a new status.nominatedNodeName on an
     unbound pod) and ``bound`` (spec.nodeName set)."""
     out: list[PodEvent] = []
-    md = new.get("metadata") or {}
-    key = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else str(md.get("name"))
-    uid = md.get("uid")
+    key, uid = object_key(new), (new.get("metadata") or {}).get("uid")
     o_nnn = ((old or {}).get("status") or {}).get("nominatedNodeName") or ""
     n_nnn = (new.get("status") or {}).get("nominatedNodeName") or ""
     o_node = ((old or {}).get("spec") or {}).get("nodeName") or ""

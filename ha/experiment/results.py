@@ -192,6 +192,8 @@ def read_results(path: str | Path) -> Results:
     if not p.is_dir():
         raise BadInput(f"{p}: not a results folder (no such folder)")
     if not mpath.exists():
+        if (p / "history" / "run.json").is_file():
+            raise BadInput(f"{p}: no metrics.json yet; `ha-testbed analyze {p}` computes it from history/")
         raise BadInput(f"{p}: not a results folder (no metrics.json)")
     try:
         metrics = json.loads(mpath.read_text(encoding="utf-8"))

@@ -20,6 +20,7 @@ replaced by the model's (a per-life pid, the modelled session time).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from pathlib import Path
@@ -30,7 +31,7 @@ from ha.experiment.lifecycle import (EngineParts, InstanceSlot, instance_chaos_o
                                      instance_kwargs, workload_config)
 from ha.experiment.recorder import Observation, Recorder
 from ha.sim.environment import Costs, Link, ServerPower, SimApiClient, SimEnvironment
-from ha.sim.loop import DEFAULT_EPOCH, SimClock, VirtualTimeLoop, _cancel_all
+from ha.sim.loop import DEFAULT_EPOCH, PROCESS, SimClock, VirtualTimeLoop, _cancel_all
 
 __all__ = ["SimEngine"]
 
@@ -163,17 +164,21 @@ class SimEngine(EngineParts):
     async def start_instance(self, slot: InstanceSlot, *, set_epoch: bool = True) -> None:
         """A new process life of ``slot``'s instance: a fresh environment, started (synced)."""
         from ha.runtime.instance import SchedulerInstance
+        process = f"{slot.name}#{slot.generation}"
         env = SimEnvironment(name=slot.name, server=self.server, link=self.links[slot.name],
                              sim_clock=self.clock, costs=self.costs,
                              seed=f"{self.exp.seed}:{slot.name}:{slot.generation}",
-                             clock_rate=slot.config.clock_rate)
+                             clock_rate=slot.config.clock_rate, process=process, loop=self.loop)
         inst = SchedulerInstance(slot.config, env=env)
         inst.generation = f"{slot.name}-{slot.generation}"
         env.instance = inst
         slot.actor = inst
         slot.pid = 10_000 + 100 * int(slot.name.rsplit("-", 1)[1]) + slot.generation
         slot.paused = False
-        await inst.start()
+        # the life's tasks run in a context of their own: pause freezes exactly those
+        ctx = contextvars.copy_context()
+        ctx.run(PROCESS.set, process)
+        await self.loop.create_task(inst.start(), name=f"{process}-start", context=ctx)
         if set_epoch:
             await inst.chaos_set_epoch(self.t0_wall)
         slot.alive = True

@@ -1,14 +1,16 @@
 """The sim engine's :class:`ha.runtime.environment.Environment`: what a scheduler instance gets
 instead of threads, Redis and the wall clock when it runs under the virtual-time loop.
 
-* ``clock``: a :class:`GatedClock` — ``ha.runtime.clock.ScaledClock`` over the sim clock (so the
-  clock-rate fault works unchanged) whose ``sleep`` also waits while the instance is paused;
+* ``clock``: :class:`SimScaledClock` — ``ha.runtime.clock.ScaledClock`` over the sim clock (so the
+  clock-rate fault works unchanged);
+* pause (SIGSTOP): the loop holds every callback of this life's tasks (they run in a context whose
+  ``ha.sim.loop.PROCESS`` is this life) until resume — sleeps, timeouts and wake-ups included;
 * blocking work runs inline, on the loop, in a fixed order; the virtual time it takes comes from
   the cost model (:class:`Costs`), never from how long it really took: the session worker runs a
   session inline, then holds the worker for the modelled session time plus what its synchronous
   API calls cost; the bind worker is an asyncio task stepping every 20 ms of virtual time;
 * the API clients are the in-memory server's (``cluster_state.memstore``) behind a :class:`Link`:
-  every request pays the modelled latency, waits while the instance is paused, and raises
+  every request pays the modelled latency and raises
   ``redis.exceptions.ConnectionError`` while the link is cut (partition), the server is down
   (redis-restart) or the instance is dead (kill) — what the Redis client raises in the live engine;
 * ``new_id()`` is drawn from a seeded ``random.Random``.
@@ -29,7 +31,7 @@ import redis.exceptions as rex
 from cluster_state.memstore import AsyncMemApiClient, MemApiClient, MemoryServer
 from ha.runtime.clock import ScaledClock
 
-__all__ = ["Costs", "Link", "ServerPower", "GatedClock", "SimEnvironment", "SimApiClient",
+__all__ = ["Costs", "Link", "ServerPower", "SimScaledClock", "SimEnvironment", "SimApiClient",
            "SimAsyncApiClient"]
 
 log = logging.getLogger(__name__)
@@ -40,12 +42,12 @@ BIND_PERIOD_S = 0.02
 @dataclass(frozen=True)
 class Costs:
     """The cost model in seconds (``ha.experiment.config.Sim`` gives it in milliseconds)."""
-    session: float = 0.005
+    session: float = 0.05
     session_per_task: float = 0.00005
     session_per_pending: float = 0.0003
     session_per_node: float = 0.00005
     api_call: float = 0.0005
-    watch_delivery: float = 0.001
+    watch_delivery: float = 0.0015
 
     @classmethod
     def from_settings(cls, sim: Any) -> "Costs":
@@ -109,10 +111,10 @@ class SimApiClient(MemApiClient):
 
 
 class SimAsyncApiClient(AsyncMemApiClient):
-    """The async memory client of one process life: each request waits its latency (a watch read
-    ``watch_delivery``), waits while the process is paused, and fails while the link is down or
-    the process is dead — checked before and after a blocking watch (a cut during the wait loses
-    the reply, as a cut connection does)."""
+    """The async memory client of one process life: each request waits its latency (a watch
+    read that returns events hands them over ``watch_delivery`` later) and fails while the link is
+    down or the process is dead — checked before and after a blocking watch (a cut during the wait
+    loses the reply, as a cut connection does)."""
 
     def __init__(self, server: MemoryServer, env: "SimEnvironment"):
         super().__init__(server, latency=env.costs.api_call)
@@ -121,31 +123,33 @@ class SimAsyncApiClient(AsyncMemApiClient):
     async def _execute(self, req):
         from cluster_state.store import Command
         env = self.env
-        await env.gate()
         env.check()
         if isinstance(req, Command) and str(req.args[0]).upper() == "XREAD":
-            await asyncio.sleep(env.costs.watch_delivery)
             got = await self.server.xread_block(req.args[1:])
-            await env.gate()
+            if got is not None:   # the events reach the watcher this long after they were written
+                await asyncio.sleep(env.costs.watch_delivery)
             env.check()
             return got
         await asyncio.sleep(self.latency)
-        await env.gate()
         env.check()
         return self.server.execute(req)
 
 
-class GatedClock(ScaledClock):
-    """The instance's clock: the sim clock scaled by the clock-rate fault; sleeping also waits
-    while the instance is paused (a stopped process wakes late)."""
+MIN_SLEEP_S = 1e-6
 
-    def __init__(self, sim_clock: Any, env: "SimEnvironment", rate: float = 1.0):
+
+class SimScaledClock(ScaledClock):
+    """The instance's clock: ``ScaledClock`` (the clock-rate fault) over the sim clock. A positive
+    sleep lasts at least a microsecond: real time always moves on, virtual time only when a timer
+    is later than now — a loop sleeping "until the deadline" whose remainder is a rounding error
+    (1e-16 s) would otherwise spin at one instant for ever."""
+
+    def __init__(self, sim_clock: Any, rate: float = 1.0):
         super().__init__(rate, real=sim_clock.monotonic, wall=sim_clock.now)
-        self.env = env
 
     async def sleep(self, local_seconds: float) -> None:
-        await asyncio.sleep(self.real_seconds(local_seconds))
-        await self.env.gate()
+        s = self.real_seconds(local_seconds)
+        await asyncio.sleep(max(s, MIN_SLEEP_S) if local_seconds > 0 else 0)
 
 
 class _InlineSerialWorker:
@@ -161,7 +165,6 @@ class _InlineSerialWorker:
         if self.closed:
             raise RuntimeError("session worker closed")
         env = self.env
-        await env.gate()
         loop = asyncio.get_running_loop()
         self._busy = busy = loop.create_future()
         try:
@@ -170,7 +173,6 @@ class _InlineSerialWorker:
             d = self.cost(res) + env.take_debt()
             if d > 0:
                 await asyncio.sleep(d)
-            await env.gate()
             return res
         finally:
             if not busy.done():
@@ -216,7 +218,6 @@ class _TaskPollingWorker:
     async def _run(self) -> None:
         env = self.env
         while True:
-            await env.gate()
             if not self._pending():
                 await asyncio.sleep(self.period_s)
                 continue
@@ -253,15 +254,16 @@ class SimEnvironment:
     own_process = False
 
     def __init__(self, *, name: str, server: MemoryServer, link: Link, sim_clock: Any,
-                 costs: Costs, seed: str, clock_rate: float = 1.0):
+                 costs: Costs, seed: str, clock_rate: float = 1.0, process: str | None = None,
+                 loop: Any = None):
         self.name = name
         self.server = server
         self.costs = costs
         self.link = link
         self.dead = False
-        self._running = asyncio.Event()
-        self._running.set()
-        self.clock = GatedClock(sim_clock, self, clock_rate)
+        self.process = process or name       # ha.sim.loop.PROCESS of this life's tasks
+        self.loop = loop
+        self.clock = SimScaledClock(sim_clock, clock_rate)
         self._rng = random.Random(seed)
         self._debt = 0.0
         self.instance: Any = None        # the SchedulerInstance (the session cost reads its cache)
@@ -274,18 +276,15 @@ class SimEnvironment:
         self.link.check()
 
     def pause(self) -> None:
-        self._running.clear()
+        """SIGSTOP: every callback of this life's tasks is held by the loop until :meth:`resume`."""
+        self.loop.pause_process(self.process)
 
     def resume(self) -> None:
-        self._running.set()
+        self.loop.resume_process(self.process)
 
     @property
     def paused(self) -> bool:
-        return not self._running.is_set()
-
-    async def gate(self) -> None:
-        if not self._running.is_set():
-            await self._running.wait()
+        return self.loop is not None and self.loop.process_paused(self.process)
 
     # -- costs -----------------------------------------------------------------------------
     def charge(self, seconds: float) -> None:
@@ -314,7 +313,6 @@ class SimEnvironment:
 
     # -- Environment ------------------------------------------------------------------------
     async def run_blocking(self, fn: Callable, *args) -> Any:
-        await self.gate()
         res = fn(*args)
         d = self.take_debt()
         if d > 0:

@@ -28,6 +28,7 @@ task still pending (timers due at or before ``t`` have fired).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import itertools
 import threading
@@ -36,10 +37,14 @@ from asyncio import events
 from typing import Awaitable, Callable, TypeVar
 
 __all__ = ["VirtualTimeLoop", "SimClock", "WallClock", "Clock", "run", "SimForbidden", "SimDeadlock",
-           "SimDeadline", "DEFAULT_EPOCH"]
+           "SimDeadline", "DEFAULT_EPOCH", "PROCESS"]
 
 T = TypeVar("T")
 DEFAULT_EPOCH = 1_700_000_000.0   # SimClock.now() at virtual time 0 (2023-11-14T22:13:20Z)
+
+# the simulated process a callback belongs to (set in the context its tasks are started in; every
+# task they start inherits it): VirtualTimeLoop.pause_process freezes all of its callbacks
+PROCESS: contextvars.ContextVar[str | None] = contextvars.ContextVar("ha_sim_process", default=None)
 
 
 class SimForbidden(RuntimeError):
@@ -130,6 +135,46 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
         self._selector = _VirtualSelector(self)
         self._clock_resolution = 1e-9
         self.callbacks_run = 0   # not used by the loop: a cheap progress counter for callers
+        self._paused: set[str] = set()
+        self._frozen: dict[str, list] = {}
+
+    # --- simulated processes: SIGSTOP / SIGCONT ------------------------------------------------
+    def pause_process(self, process: str) -> None:
+        """Freeze every callback of ``process`` (tasks started in a context whose :data:`PROCESS`
+        is it): ready ones and timers that come due are held, not run, until it is resumed —
+        its sleeps, timeouts and wake-ups included, as a stopped process's are."""
+        self._paused.add(process)
+
+    def resume_process(self, process: str) -> None:
+        """Run what was held, in the order it would have run."""
+        self._paused.discard(process)
+        for cb, args, ctx in self._frozen.pop(process, []):
+            self.call_soon(cb, *args, context=ctx)
+
+    def process_paused(self, process: str) -> bool:
+        return process in self._paused
+
+    def _owned(self, callback, args, context):
+        """(callback, context) gated by its process, when it belongs to one."""
+        if context is None:
+            if PROCESS.get() is None:
+                return callback, None
+            context = contextvars.copy_context()
+        proc = context.get(PROCESS)
+        if proc is None:
+            return callback, context
+        paused, frozen = self._paused, self._frozen
+
+        def gated(*a):
+            if proc in paused:
+                frozen.setdefault(proc, []).append((callback, a, context))
+            else:
+                callback(*a)
+        return gated, context
+
+    def call_soon(self, callback, *args, context=None):
+        callback, context = self._owned(callback, args, context)
+        return super().call_soon(callback, *args, context=context)
 
     # --- time ---------------------------------------------------------------------------------
     def time(self) -> float:
@@ -142,6 +187,7 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
         if self._debug:
             self._check_thread()
             self._check_callback(callback, "call_at")
+        callback, context = self._owned(callback, args, context)
         timer = _SeqTimerHandle(when, callback, args, self, context, next(self._timer_seq))
         if timer._source_traceback:
             del timer._source_traceback[-1]

@@ -156,3 +156,58 @@ def test_compare_shows_analyzed_runs_with_their_extensions(tmp_path):
     assert t["metrics"]["cache_divergence"] == [2, 2]
     assert t["metrics"]["leader_changes"] == [0, 0] and t["metrics"]["api_consistency"] == [True, True]
     assert t["metrics"]["failover_recovery_s"] == [None, None]
+
+
+def test_chaos_windows_come_from_the_history_and_chaos_decides_what_is_windowed(tmp_path):
+    from ha.experiment.history import HistoryWriter
+    from ha.experiment.report import chaos_windows
+    from .histories import header
+    w = HistoryWriter(tmp_path, header())
+    for rec in ({"t": 1.0, "index": 0, "fault": "kill", "action": "fire", "targets": [S1], "status": "applied"},
+                {"t": 2.0, "index": 1, "fault": "redis-restart", "action": "start", "targets": [], "status": "applied"},
+                {"t": 3.5, "index": 1, "fault": "redis-restart", "action": "end", "targets": [], "status": "applied"},
+                {"t": 4.0, "index": 2, "fault": "pause", "action": "start", "targets": [S2], "status": "skipped"},
+                {"t": 5.0, "index": 3, "fault": "watch-expire", "action": "fire", "targets": [S2], "status": "applied"}):
+        w.fault(rec)
+    w.close()
+    assert chaos_windows({}, tmp_path) == [("kill→scheduler-1", 1.0, None), ("redis-restart→", 2.0, 3.5),
+                                           ("watch-expire→scheduler-2", 5.0, None)]
+
+
+def test_timeseries_status_counts_follow_the_deltas(tmp_path):
+    from ha.experiment.analyze import _base_rows
+    from ha.experiment.history import HistoryWriter
+    from ha.experiment.results import task_status_counts
+    from .histories import header, inst
+    import random
+    rnd = random.Random(3)
+    given = []
+    w = HistoryWriter(tmp_path, header())
+    tasks = {}
+    for k in range(40):
+        tasks = dict(tasks)
+        for _ in range(rnd.randint(0, 5)):
+            u = f"u{rnd.randrange(15)}"
+            if rnd.random() < 0.25:
+                tasks.pop(u, None)
+            else:
+                tasks[u] = [rnd.choice(["Pending", "Bound", "Running", "Pipelined"]), "n1"]
+        alive = k % 9 != 4
+        gen = 0 if k < 25 else 1
+        w.tick(float(k), 1, 1, {S1: inst(tasks, gen=gen) if alive else None, S2: inst({})})
+        given.append(task_status_counts(tasks) if alive else None)
+    w.close()
+    rows = _base_rows(History(tmp_path))
+    for row, want in zip((r[0] for r in rows), given):
+        if want is None:
+            assert row["alive"] == 0
+        else:
+            assert {k.removeprefix("tasks_").upper(): v for k, v in row.items() if k.startswith("tasks_")} == want
+
+
+def test_report_of_a_recorded_but_unanalyzed_run_points_to_analyze(tmp_path):
+    out = results_folder(tmp_path / "run")
+    res = CliRunner().invoke(app, ["report", str(out)])
+    assert res.exit_code == 2 and "ha-testbed analyze" in res.output
+    assert CliRunner().invoke(app, ["analyze", str(out)]).exit_code == 0
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0

@@ -427,3 +427,12 @@ def test_a_broken_checker_is_absent_with_its_error(tmp_path):
         raise RuntimeError("kaputt")
     summary, absent = run_checkers(h, [Checker("x", boom, None, "t")])
     assert summary == {} and absent == {"x": "checker failed: RuntimeError: kaputt"}
+
+
+def test_final_counters_are_the_last_word_on_their_generation(tmp_path):
+    w = HistoryWriter(tmp_path, header())
+    w.tick(1.0, 1, 1, {S1: inst({}, binds=4), S2: inst({}, gen=2, binds=1)})
+    w.final({"elapsed_s": 2.0, "instances": {S1: {"generation": 0, "counters": {"binds": 6}},
+                                              S2: {"generation": 2, "binds": 3, "is_leader": True}}})
+    w.close()
+    assert check(History(tmp_path), "pods_bound_per_s") == 4.5

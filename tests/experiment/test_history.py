@@ -113,3 +113,21 @@ def test_decisions_wall_time_converted_and_api_state_from_lists(tmp_path):
     h = History(tmp_path)
     assert h.decisions()[0]["t"] == 0.75
     assert h.final["api_state"] == {"rv": 9, "kinds": {"Node": {"n1": 3}, "Pod": {"ns/p": 7}}}
+
+
+def test_a_tick_without_its_fields_is_bad_input_naming_the_record(tmp_path):
+    HistoryWriter(tmp_path, {}).close()
+    (tmp_path / "history" / "ticks.jsonl").write_text('{"tick": 0, "t": 0.0, "instances": {}}\n{"tick": 1}\n')
+    with pytest.raises(BadInput, match=r"ticks.jsonl: tick record 2"):
+        History(tmp_path).ticks()
+
+
+def test_a_bad_event_is_bad_input_naming_it(tmp_path):
+    w = HistoryWriter(tmp_path, {})
+    w.events([{"rv": 1, "type": "ADDED", "kind": "Pod", "object": {}}])
+    w.close()
+    import msgpack
+    with open(tmp_path / "history" / "events.msgpack", "ab") as f:
+        f.write(msgpack.packb({"rv": "2", "type": "BOOKMARK", "kind": "Pod"}))
+    with pytest.raises(BadInput, match=r"events.msgpack: event 2"):
+        History(tmp_path).events()

@@ -140,3 +140,31 @@ def test_reference_pass_rejudging_changed_tasks_equals_the_exact_pass(tmp_path, 
     assert fast.examples == exact.examples
     assert fast.divergence.summary() == exact.divergence.summary()
     assert exact.divergence.summary()["max"] > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_node_usage_from_pod_changes_equals_overcommitted_nodes(seed):
+    from ha.experiment.oracles import NodeUsage, overcommitted_nodes
+    batches = random_events(seed, steps=80)
+    events = [e for b in batches for e in b]
+    # a node resized half-way: every node is re-judged
+    resized = dict(events[1]["object"])
+    resized["status"] = {"allocatable": {"cpu": "2000m", "memory": "8589934592", "pods": "10"}}
+    fold = EventFold(events)
+    usage = NodeUsage()
+    seen_over = 0
+    for i, b in enumerate(batches):
+        fold.pod_changes, fold.nodes_changed = [], False
+        if b:
+            fold.advance(b[-1]["rv"])
+        if i == 40:
+            fold.store["Node"][resized["metadata"]["name"]] = resized
+            fold.nodes_changed = True
+        for old, new in fold.pod_changes:
+            usage.pod_changed(old, new)
+        if fold.nodes_changed:
+            usage.nodes_changed()
+        got = usage.current(fold.truth.nodes)
+        assert got == overcommitted_nodes(fold.truth.pods.values(), fold.truth.nodes)
+        seen_over += len(got)
+    assert seen_over > 0

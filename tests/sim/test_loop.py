@@ -246,3 +246,41 @@ def test_seeded_program_traces_identically_across_hash_seeds(tmp_path):
     exec(compile(PROGRAM, str(script), "exec"), ns)
     assert hashlib.sha256(json.dumps(ns["program"](7)).encode()).hexdigest() == digests[0]
     assert hashlib.sha256(json.dumps(ns["program"](8)).encode()).hexdigest() != digests[0]
+
+
+def test_a_paused_process_is_frozen_until_resumed():
+    """pause_process holds every callback of the tasks started in that process's context (a
+    timer that comes due too, so a sleep ends only after resume, as in a stopped process);
+    other tasks go on; an unpaused run is the control."""
+    import contextvars
+
+    from ha.sim.loop import PROCESS
+
+    def trace_of(pause: bool) -> list:
+        loop = VirtualTimeLoop()
+        trace = []
+
+        async def proc(name):
+            for _ in range(3):
+                await asyncio.sleep(1.0)
+                trace.append((name, loop.time()))
+
+        async def main():
+            ctx = contextvars.copy_context()
+            ctx.run(PROCESS.set, "p")
+            a = loop.create_task(proc("p"), context=ctx)
+            b = loop.create_task(proc("q"))
+            await asyncio.sleep(1.5)
+            if pause:
+                loop.pause_process("p")
+                assert loop.process_paused("p")
+            await asyncio.sleep(3.0)
+            loop.resume_process("p")
+            await asyncio.gather(a, b)
+        run(main(), loop=loop)
+        return trace
+
+    paused = trace_of(True)
+    assert [t for n, t in paused if n == "q"] == [1.0, 2.0, 3.0]
+    assert [t for n, t in paused if n == "p"] == [1.0, 4.5, 5.5]
+    assert [t for n, t in trace_of(False) if n == "p"] == [1.0, 2.0, 3.0]

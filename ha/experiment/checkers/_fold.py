@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from ha.experiment.oracles import (CacheDivergence, PodEvent, ResourceDrift, Truth, cluster_capacity,
-                                   pod_events_of)
+                                   object_key, pod_events_of)
 
 __all__ = ["EventFold", "Step", "steps", "reference_pass", "ReferencePass", "key_of", "tick_rvs",
            "per_alive", "truth_pass", "truth_absent", "ReferenceDigest", "truth_checker",
@@ -30,10 +30,7 @@ DIVERGENCE_EXAMPLES = 25   # divergence.jsonl lines per instance and tick
 _KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
 
 
-def key_of(obj: dict) -> str:
-    md = obj.get("metadata") or {}
-    ns = md.get("namespace")
-    return f"{ns}/{md.get('name')}" if ns else str(md.get("name"))
+key_of = object_key
 
 
 def _events_sorted(h) -> list[dict]:
@@ -78,6 +75,8 @@ class EventFold:
         self.truth = Truth(pods=self.store["Pod"], nodes=self.store["Node"], pod_groups=self.store["PodGroup"])
         self.nodes_changed = True
         self.listener = None       # on_event(kind, type, old, new) after the cache applied it
+        self.pod_key: dict[str, str] = {}   # uid -> "ns/name" of the pods the truth holds
+        self.pod_changes: list[tuple[dict | None, dict | None]] = []   # (old, new) since cleared
 
     def advance(self, rv: int | None, t: float = 0.0) -> list[PodEvent]:
         """Apply every event with RV <= ``rv``; returns the pod events they make."""
@@ -106,6 +105,8 @@ class EventFold:
                         h.on_update(old, obj)
                 if kind == "Pod":
                     out.extend(pod_events_of(old, obj, et))
+                    self.pod_key[(obj.get("metadata") or {}).get("uid")] = k
+                    self.pod_changes.append((old, obj))
                 if self.listener is not None:
                     self.listener(kind, typ, old, obj)
             elif typ == "DELETED":
@@ -116,7 +117,10 @@ class EventFold:
                 if self.listener is not None:
                     self.listener(kind, typ, old, obj)
                 if kind == "Pod":
-                    out.append(PodEvent(et, "deleted", k, (obj.get("metadata") or {}).get("uid")))
+                    uid = (obj.get("metadata") or {}).get("uid")
+                    out.append(PodEvent(et, "deleted", k, uid))
+                    self.pod_key.pop(uid, None)
+                    self.pod_changes.append((old, None))
         return out
 
 
@@ -128,6 +132,8 @@ class Step:
     truth: Truth                     # the fold's live state: valid during this step only
     events: list[PodEvent]
     decisions: list[dict]
+    pod_changes: list[tuple[dict | None, dict | None]] = field(default_factory=list)  # (old, new)
+    nodes_changed: bool = False
 
 
 def _decisions_by_tick(h) -> list[list[dict]]:
@@ -156,8 +162,9 @@ def steps(h, *, cache=None) -> Iterator[Step]:
     by_tick = _decisions_by_tick(h)
     for i, tk in enumerate(h.ticks()):
         t = float(tk["t"])
+        fold.pod_changes, fold.nodes_changed = [], False
         evs = fold.advance(rvs[i], t)
-        yield Step(i, tk, t, fold.truth, evs, by_tick[i])
+        yield Step(i, tk, t, fold.truth, evs, by_tick[i], fold.pod_changes, fold.nodes_changed)
 
 
 class ReferenceDigest:
@@ -326,7 +333,6 @@ def reference_pass(h, *, exact: bool = False) -> ReferencePass:
             fold.nodes_changed = False
         rows: dict[str, dict[str, Any]] = {}
         worst = None
-        names = None
         for name in sorted(states):
             st = states[name]
             if not st.get("alive") or not st.get("synced", 1):
@@ -342,8 +348,7 @@ def reference_pass(h, *, exact: bool = False) -> ReferencePass:
                           "cache_divergence_persistent": rp.divergence.last_persistent.get(name, 0)}
             worst = v if worst is None else max(worst, v)
             uids = sorted(rp.divergence.last_counted.get(name) or ())
-            if uids and names is None:
-                names = {(p.get("metadata") or {}).get("uid"): key for key, p in fold.store["Pod"].items()}
+            names = fold.pod_key
             for uid in uids[:DIVERGENCE_EXAMPLES]:
                 rp.examples.append({"t": round(t, 3), "instance": name, "pod": names.get(uid), "uid": uid,
                                     "instance_state": st["tasks"].get(uid), "reference": ref["tasks"].get(uid),

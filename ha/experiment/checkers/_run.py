@@ -38,9 +38,15 @@ def _last_per_generation(h) -> dict[str, dict[int, dict[str, int]]]:
             if rec.get("alive") and c:
                 out.setdefault(name, {})[int(rec.get("generation") or 0)] = c
     # final.json's per-instance counters are the last word on the generation they belong to
+    from ha.experiment.history import COUNTERS
     for name, rec in sorted(((h.final or {}).get("instances") or {}).items()):
-        if isinstance(rec, dict) and isinstance(rec.get("counters"), dict) and rec["counters"]:
-            out.setdefault(name, {})[int(rec.get("generation") or 0)] = rec["counters"]
+        if not isinstance(rec, dict):
+            continue
+        c = rec.get("counters")
+        if not isinstance(c, dict):   # the instance's final stats() as they are
+            c = {k: rec[k] for k in COUNTERS if isinstance(rec.get(k), int) and not isinstance(rec.get(k), bool)}
+        if c:
+            out.setdefault(name, {})[int(rec.get("generation") or 0)] = c
     memo["counters"] = out
     return out
 
