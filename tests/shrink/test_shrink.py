@@ -151,3 +151,40 @@ def test_bad_folder_is_exit_2(tmp_path):
     (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(app, ["shrink", str(tmp_path / "empty"), "--when", WHEN])
     assert r.exit_code == 2 and "holds the experiment" in r.output
+
+
+def test_seeds_are_tried_in_order_and_kept_only_when_smaller(br2_shrunk, tmp_path):
+    out, res = br2_shrunk
+    exp = load_experiment(out / "shrunk.yaml")
+    from ha.experiment.shrink.shrinker import Size
+    sh = Shrinker(exp, parse_predicate(WHEN), tmp_path / "s")
+    sh.work.mkdir(parents=True)
+    final = res["final"]
+    same = Size(**final)
+    # nothing is smaller than the shrunk run by the run's own size: every seed is tried, none kept
+    assert sh._try_seeds(exp, same, []) is None
+    assert [t["change"] for t in sh.log] == [f"seed {exp.seed} -> {exp.seed + k}" for k in range(1, 9)]
+    # against a larger reference size the first seed that still cycles is kept
+    sh2 = Shrinker(exp, parse_predicate(WHEN), tmp_path / "s2")
+    sh2.work.mkdir(parents=True)
+    big = Size(**{**final, "pods": final["pods"] + 100})
+    steps = []
+    got = sh2._try_seeds(exp, big, steps)
+    holding = [t for t in sh.log if t["holds"]]
+    assert holding      # the shrunk BR2 cycles whatever the seed (no random draw decides it)
+    first = int(holding[0]["change"].rsplit(" ", 1)[1])
+    assert got is not None and got[0].seed == first and steps[0].what.endswith(str(first))
+    assert len(sh2.log) == [t["change"] for t in sh.log].index(holding[0]["change"]) + 1
+
+
+def test_experiment_from_history_header(br2_run, tmp_path):
+    # a folder with only history/run.json (no metrics.json): the experiment and seed come from it
+    src = tmp_path / "h"
+    (src / "history").mkdir(parents=True)
+    shutil.copy(br2_run / "history" / "run.json", src / "history" / "run.json")
+    r = CliRunner().invoke(app, ["shrink", str(src), "--when", WHEN, "--budget", "1",
+                                 "--out", str(tmp_path / "o"), "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["runs"] == 1 and res["steps"][0]["predicate"].startswith("true")
+    assert load_experiment(tmp_path / "o" / "shrunk.yaml").seed == 1
