@@ -192,7 +192,17 @@ class Shrinker:
         quiet = Console(file=io.StringIO(), width=120)
         runner = ExperimentRunner(exp, dest, source=f"shrink candidate {self.runs}", console=quiet,
                                   progress=False, engine="sim", instance_options=self.instance_options)
-        outcome = runner.run()
+        try:
+            outcome = runner.run()
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 — a candidate that crashes the run is not kept
+            if self.runs == 1:
+                raise           # the original itself: the user must see why
+            verdict = Verdict(ok=False, notes=[f"the run failed: {type(e).__name__}: {e}"])
+            self.log.append({"run": self.runs, "change": what, "holds": False, "predicate": verdict.describe(),
+                             "error": verdict.notes[0]})
+            return verdict, dest, Size(0, 0, 0, len(exp.chaos), exp.schedulers.instances, float(exp.duration))
         if outcome.interrupted:
             raise _Stop("interrupted")
         verdict = self.predicate.evaluate(outcome.summary)
