@@ -184,8 +184,9 @@ def shrink(
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default RESULTS_DIR-shrunk)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
-    """Reduce a failing run to the smallest experiment (sim engine) that still satisfies --when;
-    writes shrunk.yaml, the shrunk run, shrink.md and, where it can, a scenario file."""
+    """Reduce a failing run to the smallest experiment (sim engine) that still satisfies --when.
+
+    Writes shrunk.yaml, the shrunk run, shrink.md and, where it can, a scenario file."""
     from ha.experiment.shrink.shrinker import shrink_cli
     try:
         code = shrink_cli(results_dir, when, budget=budget, time_budget=time_budget, seeds_too=seeds_too,
