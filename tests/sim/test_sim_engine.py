@@ -12,6 +12,7 @@ import io
 import json
 import os
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -83,12 +84,16 @@ def test_no_socket_no_thread_no_file_outside_out(tmp_path, monkeypatch):
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
+    tmp = tmp_path / "tmp"      # where tempfile would write
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     summary, _ = run(small(duration="6s", chaos=[{"at": "2s", "for": "2s", "fault": "partition",
                                                   "target": "scheduler-2"}]), work / "out")
     assert summary["pods_bound_per_s"] > 0
     assert opened == []
     assert sorted(p.name for p in work.iterdir()) == ["out"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "tmp"]
+    assert list(tmp.iterdir()) == []
 
 
 def test_sim_refuses_live_addresses(tmp_path):
