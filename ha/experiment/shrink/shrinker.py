@@ -273,7 +273,9 @@ class Shrinker:
         return self._finish(original, cur_exp, cur_verdict, cur_size, steps, stopped)
 
     def _candidates(self, gen, cur: dict[str, Any], size: Size):
-        cands = gen(cur, size.jobs) if gen is smaller_workload else gen(cur)
+        # the gangs the workload generated: the run's podgroups less the initial ones
+        gangs = size.jobs - len((cur.get("initial") or {}).get("podgroups") or [])
+        cands = gen(cur, gangs) if gen is smaller_workload else gen(cur)
         for what, cand in cands:
             if _key(cand) in self.tried:
                 continue
