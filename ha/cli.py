@@ -31,11 +31,14 @@ def scenario_run(
     profile: str = typer.Option("v1.14", "--profile", "-p", help="behaviour profile"),
     check: bool = typer.Option(False, "--check", help="compare with each file's `expected`; exit 1 on a mismatch"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    switch: List[str] = typer.Option([], "--switch", help="turn a behaviour switch on (NAME) or set it "
+                                                        "(NAME=false) on top of the profile; repeatable"),
 ) -> None:
     """Run scenario files (DESIGN.md format) and print what was bound, evicted and pipelined."""
     from ha.scenario.cli import run_scenarios
     try:
-        code = run_scenarios([str(p) for p in paths], profile=profile, check=check, as_json=as_json)
+        code = run_scenarios([str(p) for p in paths], profile=profile, check=check, as_json=as_json,
+                             switches=switch)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)
@@ -239,6 +242,29 @@ def sweep(
         code = sweep_cli(experiment, seeds=seeds, profiles=profiles, sets=sets, engine=engine, jobs=jobs,
                          ray_address=ray_address, out=out, as_json=as_json, echo=typer.echo,
                          cell_reports=cell_reports)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("shrink")
+def shrink(
+    results_dir: Path = typer.Argument(..., help="results folder of a run whose summary satisfies --when"),
+    when: str = typer.Option(..., "--when", help="predicate over the summary, e.g. 'cyclic_evictions>0', "
+                                                 "'convergence.ok==false', 'a>0 and (b>=3 or not c==0)'"),
+    budget: int = typer.Option(200, "--budget", help="at most this many sim runs"),
+    time_budget: str = typer.Option("15m", "--time-budget", help="at most this much wall time (e.g. 5m)"),
+    seeds_too: bool = typer.Option(False, "--seeds-too", help="also try other seeds at the fixpoint"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default RESULTS_DIR-shrunk)"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Reduce a failing run to the smallest experiment (sim engine) that still satisfies --when.
+
+    Writes shrunk.yaml, the shrunk run, shrink.md and, where it can, a scenario file."""
+    from ha.experiment.shrink.shrinker import shrink_cli
+    try:
+        code = shrink_cli(results_dir, when, budget=budget, time_budget=time_budget, seeds_too=seeds_too,
+                          out=out, as_json=as_json, echo=typer.echo)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

@@ -1,4 +1,5 @@
-"""``ha-testbed scenario run PATH... [--profile P] [--check] [--json]`` (DESIGN.md "CLI contract").
+"""``ha-testbed scenario run PATH... [--profile P] [--switch S[=false]]... [--check] [--json]``
+(DESIGN.md "CLI contract"; ``--switch`` turns one behaviour switch on (or off) on top of the profile).
 
 Exit codes: 0 ok, 1 a ``--check`` found a mismatch, 2 bad input (raised as ``BadInput``; the
 message names the file, the field and the problem). Every file is loaded and validated before any
@@ -60,16 +61,34 @@ def _text(res: ScenarioResult, check: bool) -> str:
     return "\n".join(lines)
 
 
+def parse_switches(items: list[str] | None) -> dict[str, bool]:
+    """``--switch NAME`` / ``NAME=true|false`` -> {NAME: bool}; unknown names are bad input."""
+    out: dict[str, bool] = {}
+    for item in items or []:
+        name, _, val = item.partition("=")
+        name = name.strip()
+        v = val.strip().lower() if val else "true"
+        if v not in ("true", "false", "1", "0", "on", "off"):
+            raise BadInput(f"--switch {item}: the value must be true or false")
+        out[name] = v in ("true", "1", "on")
+    from ha.scheduler.profiles import Switches
+    Switches().with_(**out)     # unknown switch -> BadInput naming the known ones
+    return out
+
+
 def run_scenarios(paths: list[str], profile: str = "v1.14", check: bool = False,
-                  as_json: bool = False) -> int:
-    resolve_profile(profile)  # an unknown profile is bad input before anything runs
+                  as_json: bool = False, switches: list[str] | None = None) -> int:
+    sw = resolve_profile(profile)  # an unknown profile is bad input before anything runs
+    overrides = parse_switches(switches)
+    sw = sw.with_(**overrides)
     scenarios, skipped = collect(list(paths))
     for s in scenarios:
         if check and s.expected is None:
             raise ScenarioError(s.path, "expected", "missing (needed by --check)")
     for f in skipped:
         print(f"note: skipped {f}: kind {UNIT_KIND_MESSAGE}", file=sys.stderr)
-    results = [run_scenario(s, profile) for s in scenarios]
+    label = profile + "".join(f" +{k}" if v else f" -{k}" for k, v in sorted(overrides.items()))
+    results = [run_scenario(s, label, switches=sw) for s in scenarios]
     failed = [r for r in results if check and not r.ok]
     if as_json:
         docs = [r.to_json(check) for r in results]
@@ -79,5 +98,5 @@ def run_scenarios(paths: list[str], profile: str = "v1.14", check: bool = False,
             print(_text(r, check))
         if check:
             print(f"{len(results) - len(failed)}/{len(results)} scenarios match their expected "
-                  f"outcome under profile {profile}")
+                  f"outcome under profile {label}")
     return 1 if failed else 0

@@ -831,7 +831,7 @@ class SchedulerCache:
                         and not sw.unpipeline_on_replace:   # (S4 fix: never UpdateTask here)
                     self._node_update_task(node, task)
                 else:
-                    node.add_task(task)
+                    node.add_task(task, check_idle=not sw.planted_skip_fit)
             except TaskNodeError:
                 if clears_nomination:
                     task.nominated_node_name = original_nnn

@@ -78,6 +78,8 @@ class Switches:
     commit_pipelined_only: bool = False     # PR #5663: a JobPipelined statement keeps only its Pipeline ops
     # API server
     clear_nnn_on_binding: bool = False      # binding clears status.nominatedNodeName (KEP-5278)
+    # test only, never part of a profile: a planted bug the shrinker's tests look for
+    planted_skip_fit: bool = False          # allocate and AddBindTask skip their Idle checks: binds overcommit nodes
 
     def with_(self, **changes: bool) -> "Switches":
         for old, new in DEPRECATED_SWITCHES.items():

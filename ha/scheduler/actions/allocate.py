@@ -485,7 +485,7 @@ class AllocateAction:
         idle_nodes = []
         future_nodes = []
         for n in predicate_nodes:
-            if task.init_resreq.less_equal(n.idle, ZERO):
+            if _sw(ssn, "planted_skip_fit") or task.init_resreq.less_equal(n.idle, ZERO):
                 idle_nodes.append(n)
             elif task.init_resreq.less_equal(future_idle_for(ssn, task, n), ZERO):
                 future_nodes.append(n)
@@ -505,7 +505,7 @@ class AllocateAction:
 
     def allocate_resources_for_task(self, stmt: Statement, task: Any, node: Any) -> None:
         ssn = self.ssn
-        if task.init_resreq.less_equal(node.idle, ZERO):
+        if _sw(ssn, "planted_skip_fit") or task.init_resreq.less_equal(node.idle, ZERO):
             try:
                 stmt.allocate(task, node)
             except StatementError as e:
@@ -522,6 +522,8 @@ class AllocateAction:
                     stmt.un_pipeline(task)
 
     def predicate(self, task: Any, node: Any) -> Any:
+        if _sw(self.ssn, "planted_skip_fit"):    # test-only planted bug (profiles.py)
+            return self.ssn.predicate_for_allocate_action(task, node)
         ok, names = task.init_resreq.less_equal_with_resources_name(future_idle_for(self.ssn, task, node), ZERO)
         if not ok:
             return FitError.with_status(task, node, Status(StatusCode.UNSCHEDULABLE,
