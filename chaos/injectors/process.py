@@ -91,9 +91,11 @@ def raylet_process(address: str, port: int):
     import psutil
     if address not in _local_addresses():
         raise NotHere(f"its raylet listens on {address}:{port}, not an address of this machine")
+    # gRPC listens on IPv6 sockets: 127.0.0.1 shows as the IPv4-mapped ::ffff:127.0.0.1
+    ips = {address, f"::ffff:{address}", "0.0.0.0", "::"}
     pids = sorted({c.pid for c in psutil.net_connections(kind="tcp")
                    if c.status == psutil.CONN_LISTEN and c.pid and c.laddr and c.laddr.port == port
-                   and c.laddr.ip in (address, "0.0.0.0", "::")})
+                   and c.laddr.ip in ips})
     if not pids:
         raise NotHere(f"no process of this machine listens on {address}:{port}")
     proc = psutil.Process(pids[0])
