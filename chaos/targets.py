@@ -9,7 +9,8 @@ Contract for an implementation (``ha.experiment.live_targets.LiveTargets`` is th
   awaitable. Blocking work (Ray calls, restarts) belongs in a worker thread, since the nemesis'
   loop also carries the partition proxies.
 * A method the object does not have makes the faults that need it ``skipped`` (the record names
-  the missing method), never a crash. ``redis_restart`` is present only when the testbed owns Redis.
+  the missing method), never a crash. ``redis_restart`` is present only when the testbed owns Redis;
+  ``kill_node`` only where instances run on machines a driver can reach (the live engine).
 * Raise :class:`Skip` to record an action as ``skipped`` with a reason (e.g. the instance is not
   running); any other exception records it as ``failed`` and the run goes on.
 * A method's ``str`` result (e.g. ``"killed scheduler-1 (pid 4242)"``) becomes the record's detail.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Protocol, Union, runtime_checkable
 
-__all__ = ["Targets", "RedisRestartTargets", "WatchHooks", "ApiHooks", "Proxy", "Skip"]
+__all__ = ["Targets", "RedisRestartTargets", "NodeTargets", "WatchHooks", "ApiHooks", "Proxy", "Skip"]
 
 
 class Skip(Exception):
@@ -105,3 +106,14 @@ class RedisRestartTargets(Protocol):
     def redis_restart(self, down_s: float) -> None:
         """Stop Redis, keep it down ``down_s`` seconds, start it again with its data (may block:
         the nemesis runs a plain function in a worker thread)."""
+
+
+@runtime_checkable
+class NodeTargets(Protocol):
+    """The optional part of :class:`Targets` for ``node-kill``: only where the instances run on
+    nodes (Ray's) the driver may take down."""
+
+    async def kill_node(self, name: str) -> Optional[str]:
+        """Crash the whole node the instance runs on, with every instance placed there (each
+        recorded as killed); :class:`Skip` for a node it must not or cannot take down (the head,
+        the driver's, one on another machine)."""

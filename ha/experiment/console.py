@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from ha.experiment.units import format_duration
 
-__all__ = ["Progress", "print_summary"]
+__all__ = ["Progress", "print_summary", "where"]
 
 
 class Progress:
@@ -53,11 +53,12 @@ def print_summary(console, *, title: str, summary: Mapping[str, Any], instances:
         t.add_row(k, "n/a" if v is None else str(v))
     console.print(t)
     it = Table(title="instances")
-    for col in ("instance", "leader", "alive", "sessions", "binds", "bind_conflicts", "evictions"):
-        it.add_column(col, justify="right" if col != "instance" else "left")
+    for col in ("instance", "node", "leader", "alive", "sessions", "binds", "bind_conflicts", "evictions"):
+        it.add_column(col, justify="left" if col in ("instance", "node") else "right")
     for n, s in instances.items():
         tot = s.get("totals") or {}
-        it.add_row(n, "yes" if s.get("is_leader") else "", "yes" if s.get("ended_alive") else "no",
+        it.add_row(n, where(s.get("placement") or {}), "yes" if s.get("is_leader") else "",
+                   "yes" if s.get("ended_alive") else "no",
                    str(tot.get("sessions", 0)), str(tot.get("binds", 0)), str(tot.get("bind_conflicts", 0)),
                    str(tot.get("evictions", 0)))
     console.print(it)
@@ -65,6 +66,14 @@ def print_summary(console, *, title: str, summary: Mapping[str, Any], instances:
         console.print(f"chaos[{c['index']}] {c['fault']} at {c['at']}: {c['status']}"
                       + (f" — {c['detail']}" if c.get("detail") else ""))
     console.print(f"results: {out}")
+
+
+def where(placement: Mapping[str, Any]) -> str:
+    """An instance's last life's place: ``host/<Ray node id, 8 hex>`` ("-" when unknown)."""
+    node, host = placement.get("node_id"), placement.get("host")
+    if not node and not host:
+        return "-"
+    return f"{host or '?'}/{str(node)[:8]}" if node else str(host)
 
 
 def chaos_entries(exp, records: list[Mapping[str, Any]], redis_embedded: bool) -> list[dict[str, Any]]:

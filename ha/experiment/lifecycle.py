@@ -7,8 +7,9 @@ Order of things (and of their undoing, in reverse, also on Ctrl-C / SIGTERM):
    server client, under a key prefix of their own (several runs may share one Redis).
 3. Ray: local on loopback (``ha.runtime.ray_local``), unless ``--ray-address``.
 4. The chaos plumbing (a loopback proxy per instance a partition may hit, on a loop thread), the
-   scheduler instances (Ray actors ``scheduler-1`` … ``scheduler-N``) and the cluster actor
-   (kubelet, job controller, workload generator); the nemesis over :class:`LiveTargets`.
+   scheduler instances (Ray actors ``scheduler-1`` … ``scheduler-N``, spread over the Ray nodes:
+   ``ha.runtime.placement``) and the cluster actor (kubelet, job controller, workload generator;
+   on the driver's node, which a ``node-kill`` never takes); the nemesis over :class:`LiveTargets`.
 5. ``observe()`` per tick (the driver calls it): every live instance's digest, stats, decisions and
    staleness samples in one Ray round trip each, bounded by the API server's RV before and after.
 6. Stop: end the chaos (heal, resume), take the final stats, stop the actors and Ray, Redis.
@@ -207,6 +208,11 @@ class LiveLifecycle(EngineParts):
         self.proxies: dict[str, Any] = {}
         self.nemesis = None
         self._chaos_ended = False
+        # placement over Ray nodes: the driver's node, each instance's planned node (None =
+        # SPREAD), nodes a node-kill took down (Ray lists them alive until its health check fails)
+        self.driver_node: str | None = None
+        self.planned: dict[str, str | None] = {}
+        self.dead_nodes: set[str] = set()
 
     # -- clock --------------------------------------------------------------------------------
 
@@ -278,13 +284,18 @@ class LiveLifecycle(EngineParts):
         from ha.runtime.cluster import create_cluster_actor
         self.recorder = recorder
         self.start_proxies()
+        from ha.runtime import placement
         for name in self.exp.instance_names():
             self.slots[name] = InstanceSlot(name=name, config=self.instance_config(name))
+        self.driver_node = placement.driver_node_id()
+        self.planned = placement.plan(placement.ray_nodes(), list(self.slots), self.driver_node)
         for slot in self.slots.values():
             slot.actor = self.new_instance_actor(slot)
         ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
         self.cluster_actor = create_cluster_actor(self.cluster_config(), name=f"cluster-{self.run_id}",
-                                                  max_restarts=0)
+                                                  max_restarts=0,
+                                                  scheduling_strategy=placement.strategy(self.driver_node)
+                                                  if self.driver_node else None)
         ray.get(self.cluster_actor.start.remote(), timeout=120)
         self.t0_mono = time.monotonic()
         self.t0_wall = time.time()
@@ -296,13 +307,29 @@ class LiveLifecycle(EngineParts):
 
     def new_instance_actor(self, slot: InstanceSlot):
         from ha.runtime.instance import create_instance_actor
+        from ha.runtime.placement import strategy
         # a Ray namespace per run: several runs may share one Ray cluster (docker-compose)
-        return create_instance_actor(slot.config, max_restarts=0, namespace=f"ha-testbed-{self.run_id}")
+        return create_instance_actor(slot.config, max_restarts=0, namespace=f"ha-testbed-{self.run_id}",
+                                     scheduling_strategy=strategy(self.planned.get(slot.name)))
+
+    def replan(self, slot: InstanceSlot) -> None:
+        """A restart's node: the instance's own while it is alive, else the alive node with the
+        fewest running instances of this run (``ha.runtime.placement.replacement``)."""
+        from ha.runtime import placement
+        occupied: dict[str, int] = {}
+        for s in self.slots.values():
+            node = s.placement.get("node_id")
+            if s.alive and node:
+                occupied[node] = occupied.get(node, 0) + 1
+        own = slot.placement.get("node_id") or self.planned.get(slot.name)
+        self.planned[slot.name] = placement.replacement(placement.ray_nodes(), own, occupied,
+                                                        self.driver_node, exclude=self.dead_nodes)
 
     def note_started(self, slot: InstanceSlot, event: str) -> None:
         """Where the instance runs (its Ray node and host) goes into the history with its life."""
         import ray
-        where = ray.get(slot.actor.placement.remote(), timeout=30)
+        where = dict(ray.get(slot.actor.placement.remote(), timeout=30))
+        where["strategy"] = "spread" if self.planned.get(slot.name) is None else "node-affinity"
         slot.pid = where.get("pid")
         slot.placement = where
         self.record_life(self.now(), slot.name, event, pid=slot.pid, node_id=where.get("node_id"),

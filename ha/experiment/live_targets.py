@@ -2,7 +2,9 @@
 
 ``LiveTargets`` implements ``chaos.targets.Targets`` over the run's Ray actors and processes:
 kill (``ray.kill``), pause / resume (SIGSTOP / SIGCONT to the actor's PID), restart (a new actor
-under the same name, running the same chaos schedule), clock rate, the per-instance chaos port
+under the same name, running the same chaos schedule, back on its node or another alive one),
+node-kill (the raylet of the instance's Ray node and every process under it, by PID: only a node of
+this machine, never the head or the driver's node), clock rate, the per-instance chaos port
 (watch / API hooks inside the instance), the loopback proxies of partitions, and redis-restart of
 the embedded Redis. Every life it ends or starts is written to the history (``lives.jsonl``) with
 whether the instance was leading, which is what the failover checker reads.
@@ -98,6 +100,9 @@ class LiveTargets:
     async def resume(self, name):
         return await self._bg(self.resume_instance, name)
 
+    async def kill_node(self, name):
+        return await self._bg(self.kill_instance_node, name)
+
     async def set_clock_rate(self, name, rate):
         return await self._bg(self.set_instance_clock_rate, name, rate)
 
@@ -121,6 +126,38 @@ class LiveTargets:
         slot.alive = False
         self.life.record_life(t, name, "kill", was_leader=was_leader, pid=slot.pid)
         return f"killed {name} (pid {slot.pid})"
+
+    def kill_instance_node(self, name: str) -> str:
+        """node-kill: the Ray node ``name`` runs on crashes with every instance placed there."""
+        from chaos.injectors.process import NotHere, kill_ray_node
+        from ha.runtime.placement import ray_nodes
+        life = self.life
+        slot = self._slot(name)
+        node_id = slot.placement.get("node_id")
+        if not node_id:
+            raise skip(f"{name} runs on no known Ray node")
+        short = node_id[:8]
+        node = next((n for n in ray_nodes() if n.node_id == node_id), None)
+        if node is None or not node.alive or node_id in life.dead_nodes:
+            raise skip(f"{name}'s node {short} is not alive")
+        if node.head or node_id == life.driver_node:
+            raise skip(f"{name} runs on the {'head' if node.head else 'driver'}'s node {short}: "
+                       "node-kill refuses it (the run would lose Ray)")
+        on_it = [s for s in life.slots.values() if s.alive and s.placement.get("node_id") == node_id]
+        leader = life.resolve_leader()
+        leading = {s.name: life.leader == s.name or leader == s.name for s in on_it}
+        t = life.now()
+        try:
+            raylet, others = kill_ray_node(node.address, node.port)
+        except NotHere as e:
+            raise skip(f"{name}'s node {short} ({node.host}): {e}") from None
+        life.dead_nodes.add(node_id)
+        for s in on_it:
+            s.alive = False
+            life.record_life(t, s.name, "kill", was_leader=leading[s.name], pid=s.pid,
+                             node_id=node_id, host=node.host, cause="node-kill")
+        return (f"killed node {short} ({node.host}): raylet pid {raylet} and {len(others)} "
+                f"process(es) under it; with it {', '.join(s.name for s in on_it)}")
 
     def pause_instance(self, name: str) -> str:
         slot = self.life.slots[name]
@@ -151,6 +188,7 @@ class LiveTargets:
         slot = self.life.slots[name]
         if slot.alive:
             raise skip(f"{name} is running")
+        self.life.replan(slot)
         deadline = time.monotonic() + 20
         while True:   # the name is free once Ray has noticed the old actor's death
             try:

@@ -264,6 +264,33 @@ def verdicts(res: Results) -> list[str]:
     return out
 
 
+def placements(res: Results) -> list[str]:
+    """"Where the instances ran": one row per instance from its recorded lives (the Ray node and
+    host of each life, how each began and ended); nothing when no life names a node."""
+    from ha.experiment.history import History
+    if not (res.path / "history" / "run.json").is_file():
+        return []
+    lives: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(History(res.path).lives(), key=lambda r: (str(r.get("instance")), float(r.get("t") or 0))):
+        lives.setdefault(str(r.get("instance")), []).append(r)
+    if not any(r.get("node_id") or r.get("host") for rs in lives.values() for r in rs):
+        return []
+    lines = ["", "## Where the instances ran", "", "| instance | node(s) | host(s) | lives |", "|---|---|---|---|"]
+    for name, rs in lives.items():
+        nodes, hosts = [], []
+        for r in rs:
+            if r.get("node_id") and str(r["node_id"])[:12] not in nodes:
+                nodes.append(str(r["node_id"])[:12])
+            if r.get("host") and r["host"] not in hosts:
+                hosts.append(str(r["host"]))
+        events = []
+        for r in rs:
+            why = [w for w in ("leader" if r.get("was_leader") else "", r.get("cause") or "") if w]
+            events.append(f"{r.get('event')} {float(r.get('t') or 0):.1f} s" + (f" ({', '.join(why)})" if why else ""))
+        lines.append(f"| {name} | {' → '.join(nodes) or '—'} | {', '.join(hosts) or '—'} | {'; '.join(events)} |")
+    return lines
+
+
 def write_report(path: str | Path) -> Path:
     """(Re)write ``report.md`` and its PNGs in a results folder; returns the report's path."""
     import matplotlib
@@ -327,6 +354,7 @@ def write_report(path: str | Path) -> Path:
             lines.append(f"| {n} | {_fmt(v.get('seconds'))} | {_fmt(v.get('settled_s'))} | "
                          f"{_fmt(v.get('quiet_s'))} | {_fmt(v.get('max_after'))} | {_fmt(v.get('final'))} | {v.get('reason', '')} |")
     lines += _divergence_kinds(out)
+    lines += placements(res)
     if windows:
         lines += ["", "## Chaos", ""]
         for label, a, b in windows:

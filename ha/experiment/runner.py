@@ -278,6 +278,7 @@ class ExperimentRunner:
         life = self.life
         fired = life.nemesis.to_json() if life.nemesis is not None else []
         insts = {n: {"is_leader": s.last_stats.get("is_leader"), "ended_alive": s.ended_alive,
+                     "placement": getattr(s, "placement", None) or {},
                      "totals": {k: s.total(k) for k in _counters()}} for n, s in life.slots.items()}
         print_summary(self.console,
                       title=f"{self.exp.name} ({self.exp.profile}, seed {self.exp.seed})"

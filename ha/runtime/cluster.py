@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from cluster_state.apiserver import ApiServerConfig
 from ha.runtime.controller import ControllerConfig, JobController
@@ -196,9 +197,11 @@ class ClusterSim:
             return False
 
 
-def create_cluster_actor(config: ClusterConfig, *, name: str = "cluster", max_restarts: int = 3):
+def create_cluster_actor(config: ClusterConfig, *, name: str = "cluster", max_restarts: int = 3,
+                         scheduling_strategy: Any = None):
     """The cluster as a named async Ray actor (``start``/``stop``/``stats``/``jobs`` via ``.remote()``).
-    After a Ray restart it starts itself again (mirrors relist; the workload skips jobs that exist)."""
+    After a Ray restart it starts itself again (mirrors relist; the workload skips jobs that exist).
+    ``scheduling_strategy``: where Ray places it (``ha.runtime.placement.strategy``)."""
     import ray
 
     @ray.remote(max_restarts=max_restarts, max_task_retries=0, max_concurrency=64)
@@ -212,4 +215,7 @@ def create_cluster_actor(config: ClusterConfig, *, name: str = "cluster", max_re
             import os
             return os.getpid()
 
-    return ClusterActor.options(name=name, get_if_exists=False).remote(config)
+    opts: dict[str, Any] = {"name": name, "get_if_exists": False}
+    if scheduling_strategy is not None:
+        opts["scheduling_strategy"] = scheduling_strategy
+    return ClusterActor.options(**opts).remote(config)

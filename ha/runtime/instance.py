@@ -663,9 +663,11 @@ class SchedulerInstance:
         return self.cfg.name
 
 
-def create_instance_actor(config: InstanceConfig, *, max_restarts: int = 3, namespace: str | None = None):
+def create_instance_actor(config: InstanceConfig, *, max_restarts: int = 3, namespace: str | None = None,
+                          scheduling_strategy: Any = None):
     """A named Ray async actor running ``SchedulerInstance(config)``. After a crash Ray restarts it
-    (up to ``max_restarts``); the new incarnation starts itself: fresh informers, fresh list."""
+    (up to ``max_restarts``); the new incarnation starts itself: fresh informers, fresh list.
+    ``scheduling_strategy``: where Ray places it (``ha.runtime.placement.strategy``)."""
     import ray
 
     @ray.remote(max_restarts=max_restarts, max_task_retries=0, max_concurrency=64)
@@ -685,4 +687,6 @@ def create_instance_actor(config: InstanceConfig, *, max_restarts: int = 3, name
     opts = {"name": config.name}
     if namespace:
         opts["namespace"] = namespace
+    if scheduling_strategy is not None:
+        opts["scheduling_strategy"] = scheduling_strategy
     return SchedulerInstanceActor.options(**opts).remote(config)

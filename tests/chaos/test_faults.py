@@ -13,7 +13,8 @@ from chaos.faults import (API_FAULTS, FAULTS, SELF_DRIVEN, WATCH_FAULTS, WINDOWE
                           FaultPackage, parse_fault)
 from chaos.nemesis import Nemesis
 from chaos.schedule import build_schedule
-from chaos.targets import ApiHooks, Proxy, RedisRestartTargets, Skip, Targets, WatchHooks
+from chaos.targets import (ApiHooks, NodeTargets, Proxy, RedisRestartTargets, Skip, Targets,
+                           WatchHooks)
 from ha.errors import BadInput
 
 INSTANCES = ["scheduler-1", "scheduler-2", "scheduler-3"]
@@ -92,6 +93,10 @@ class RecordingTargets:
     def redis_restart(self, down_s):
         self.calls.append(("redis_restart", down_s))
 
+    async def kill_node(self, name):
+        self.calls.append(("kill_node", name))
+        return f"killed the node of {name}"
+
 
 S1, S2, S3 = INSTANCES
 # fault -> the calls its example entry makes, start to end (leader = scheduler-2)
@@ -109,6 +114,7 @@ EXPECTED = {
     "crash-point": [("api.activate", S2, 0), ("api.deactivate", S2, 0)],
     "redis-restart": [("redis_restart", 2.0)],
     "clock-rate": [("set_clock_rate", S2, 2.0), ("set_clock_rate", S2, 1.0)],
+    "node-kill": [("kill_node", S2)],
 }
 
 
@@ -136,7 +142,7 @@ def test_derived_views_agree_with_the_packages():
     assert API_FAULTS == {"api-latency", "api-conflict", "crash-point"}
     assert SELF_DRIVEN == WATCH_FAULTS | API_FAULTS
     # point faults: drawn as markers, fired once (the report's and the schedule's view agree)
-    assert set(FAULTS) - WINDOWED == {"watch-expire", "kill", "redis-restart"}
+    assert set(FAULTS) - WINDOWED == {"watch-expire", "kill", "redis-restart", "node-kill"}
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
@@ -192,6 +198,11 @@ BAD = [
     ("redis-restart", {"target": "leader"}, "chaos[0]", "fault redis-restart does not take target (it takes for)"),
     ("clock-rate", {"target": "leader"}, "chaos[0]", "fault clock-rate needs rate"),
     ("clock-rate", {"target": "leader", "rate": -2}, "chaos[0].rate", "must be > 0"),
+    ("node-kill", {"target": "all"}, "chaos[0].target",
+     "fault node-kill cannot target 'all' (it takes scheduler-<N> or leader)"),
+    ("node-kill", {"target": "leader", "restart_after": "5s"}, "chaos[0]",
+     "fault node-kill does not take restart_after (it takes target)"),
+    ("node-kill", {}, "chaos[0]", "fault node-kill needs target"),
 ]
 
 
@@ -220,7 +231,7 @@ def test_entry_index_is_named_and_every_problem_reported():
 
 def test_recording_targets_satisfy_the_protocol():
     t = RecordingTargets()
-    assert isinstance(t, Targets) and isinstance(t, RedisRestartTargets)
+    assert isinstance(t, Targets) and isinstance(t, RedisRestartTargets) and isinstance(t, NodeTargets)
     assert isinstance(t.watches[S1], WatchHooks) and isinstance(t.apis[S1], ApiHooks)
     assert isinstance(t.proxies[S1], Proxy)
 
@@ -252,6 +263,31 @@ async def test_a_driver_without_the_method_makes_the_action_skipped():
     assert by[("partition", "start")].status == "skipped"
     assert "scheduler-2: no proxy" in by[("partition", "start")].detail
     assert t.calls == []
+
+
+async def test_node_kill_without_kill_node_is_skipped_and_a_refusal_is_recorded():
+    """A driver without kill_node() (the sim engine) skips node-kill; a kill_node() that refuses
+    (the head node, another machine's node) records its reason; neither touches anything else."""
+    class NoNodes(RecordingTargets):
+        kill_node = None
+
+    class HeadOnly(RecordingTargets):
+        async def kill_node(self, name):
+            raise Skip(f"{name} runs on the head's node 0123abcd: node-kill refuses it")
+    entries = [{"at": "1s", "fault": "node-kill", "target": "leader"},
+               {"at": "2s", "fault": "node-kill", "target": "scheduler-3"}]
+    t = NoNodes(leader=S1)
+    nem = Nemesis(build_schedule(entries, 1, INSTANCES), t)
+    await _run_all(nem)
+    assert [(r.status, r.targets) for r in nem.records] == [("skipped", [S1]), ("skipped", [S3])]
+    assert all(r.detail == "the driver gives no kill_node()" for r in nem.records)
+    assert t.calls == []
+    h = HeadOnly(leader=S1)
+    nem = Nemesis(build_schedule(entries, 1, INSTANCES), h)
+    await _run_all(nem)
+    assert [r.status for r in nem.records] == ["skipped", "skipped"]
+    assert nem.records[0].detail == "scheduler-1 runs on the head's node 0123abcd: node-kill refuses it"
+    assert h.calls == []
 
 
 async def test_no_leader_skip_and_failure_are_recorded_and_the_run_goes_on():
@@ -309,11 +345,14 @@ async def test_stop_ends_open_windows_through_their_package():
 def test_engine_targets_implement_the_protocol(where):
     """Each engine's targets (live: Ray actors and processes; sim: instances under the virtual
     clock) have every Targets method with the protocol's arguments, async where the protocol says
-    async (proxy is plain)."""
+    async (proxy and redis_restart are plain); the live targets also kill Ray nodes (NodeTargets)."""
     import importlib
     mod, cls = where.rsplit(".", 1)
     impl = getattr(importlib.import_module(mod), cls)
-    for name, proto in inspect.getmembers(Targets, inspect.isfunction):
+    members = inspect.getmembers(Targets, inspect.isfunction)
+    if impl.__name__ == "LiveTargets":
+        members += inspect.getmembers(NodeTargets, inspect.isfunction)
+    for name, proto in members:
         if name.startswith("_"):
             continue
         got = getattr(impl, name, None)

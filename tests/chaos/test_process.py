@@ -178,3 +178,27 @@ def test_redis_restart_keeps_state_with_persistence(tmp_path):
             process.restart_redis(EmbeddedRedis())
     finally:
         server.close()
+
+
+def test_node_kill_reaches_only_a_raylet_of_this_machine(redis_url):
+    """node-kill's injector finds the raylet by the address and port Ray lists for its node; it
+    refuses an address that is not this machine's, a port nobody here listens on, and a port held
+    by a process that is not a raylet (here a real redis-server) — that one is left running. The
+    kill of a real raylet is tests/runtime/test_node_kill_cluster.py."""
+    import socket
+    from urllib.parse import urlparse
+
+    import psutil
+    u = urlparse(redis_url)
+    with pytest.raises(process.NotHere, match="203.0.113.9:4000, not an address of this machine"):
+        process.kill_ray_node("203.0.113.9", 4000)
+    with socket.socket() as s:       # a port bound by nobody (closed again at once)
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    with pytest.raises(process.NotHere, match=f"no process of this machine listens on 127.0.0.1:{free}"):
+        process.kill_ray_node("127.0.0.1", free)
+    with pytest.raises(process.NotHere, match=r"is held by redis-server \(pid \d+\), not a raylet"):
+        process.kill_ray_node(u.hostname, u.port)
+    holders = {c.pid for c in psutil.net_connections(kind="tcp")
+               if c.laddr and c.laddr.port == u.port and c.status == psutil.CONN_LISTEN}
+    assert holders and all(psutil.pid_exists(p) for p in holders)

@@ -109,3 +109,29 @@ def test_compare_cli_exit_2_names_the_bad_folder(tmp_path):
     assert r.exit_code == 2 and "missing" in r.output
     r = CliRunner().invoke(app, ["compare", str(a), str(a)])
     assert r.exit_code == 0 and "cyclic_evictions" in r.output
+
+
+def test_report_says_where_each_instance_ran(tmp_path):
+    """report.md's "Where the instances ran": one row per instance from lives.jsonl (its nodes,
+    hosts and lives, a node-kill named); absent when no life names a node (in-process runs)."""
+    from ha.experiment.console import where
+    from ha.experiment.history import HistoryWriter
+    from .histories import header
+    d = make_results(tmp_path)
+    with HistoryWriter(d, header(instances=("scheduler-1", "scheduler-2"))) as w:
+        w.life(0.0, "scheduler-1", "start", 0, pid=11, node_id="a" * 56, host="m1")
+        w.life(0.0, "scheduler-2", "start", 0, pid=12, node_id="b" * 56, host="m2")
+        w.life(6.04, "scheduler-2", "kill", 0, pid=12, node_id="b" * 56, host="m2", was_leader=True,
+               cause="node-kill")
+        w.life(9.0, "scheduler-2", "restart", 1, pid=13, node_id="c" * 56, host="m3")
+    text = write_report(d).read_text()
+    assert "## Where the instances ran" in text
+    assert "| scheduler-1 | aaaaaaaaaaaa | m1 | start 0.0 s |" in text
+    assert ("| scheduler-2 | bbbbbbbbbbbb → cccccccccccc | m2, m3 | start 0.0 s; "
+            "kill 6.0 s (leader, node-kill); restart 9.0 s |") in text
+    assert where({"node_id": "b" * 56, "host": "m2"}) == "m2/bbbbbbbb" and where({}) == "-"
+
+    e = make_results(tmp_path, name="no-nodes")
+    with HistoryWriter(e, header(instances=("scheduler-1",))) as w:
+        w.life(0.0, "scheduler-1", "start", 0, pid=11)
+    assert "Where the instances ran" not in write_report(e).read_text()

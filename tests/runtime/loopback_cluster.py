@@ -68,6 +68,7 @@ class LoopbackCluster:
     client_port: int = 0
     redis: object = None
     records: list[ledger.ProcessRecord] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)   # extra environment of every node's processes
 
     @property
     def ray_address(self) -> str:
@@ -85,7 +86,7 @@ class LoopbackCluster:
                 f"--temp-dir={tmp}", f"--dashboard-agent-listen-port={free_port()}",
                 "--num-cpus=1", "--object-store-memory=100000000", f"--resources={resources}"] + argv
         with open(log, "w") as out:
-            proc = subprocess.Popen(cmd, env={**os.environ, **ENV}, stdout=out,
+            proc = subprocess.Popen(cmd, env={**os.environ, **ENV, **self.env}, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         node = RayNode(name=name, proc=proc, temp_dir=tmp, log=log)
         self.nodes.append(node)
