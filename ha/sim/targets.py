@@ -77,6 +77,11 @@ class SimTargets:
         e.record_life(e.now(), name, "kill", was_leader=was_leader, pid=slot.pid)
         return f"killed {name} (pid {slot.pid})"
 
+    async def kill_node(self, name):
+        """The sim places each instance on a node of its own (one process per life), so losing the
+        node is losing that instance: a kill, recorded as one."""
+        return (await self.kill(name)) + " with its node"
+
     async def restart(self, name):
         e = self.engine
         slot = e.slots[name]

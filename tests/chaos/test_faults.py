@@ -345,13 +345,11 @@ async def test_stop_ends_open_windows_through_their_package():
 def test_engine_targets_implement_the_protocol(where):
     """Each engine's targets (live: Ray actors and processes; sim: instances under the virtual
     clock) have every Targets method with the protocol's arguments, async where the protocol says
-    async (proxy and redis_restart are plain); the live targets also kill Ray nodes (NodeTargets)."""
+    async (proxy and redis_restart are plain), node-kill's NodeTargets included."""
     import importlib
     mod, cls = where.rsplit(".", 1)
     impl = getattr(importlib.import_module(mod), cls)
-    members = inspect.getmembers(Targets, inspect.isfunction)
-    if impl.__name__ == "LiveTargets":
-        members += inspect.getmembers(NodeTargets, inspect.isfunction)
+    members = inspect.getmembers(Targets, inspect.isfunction) + inspect.getmembers(NodeTargets, inspect.isfunction)
     for name, proto in members:
         if name.startswith("_"):
             continue

@@ -163,6 +163,8 @@ FAULT_EFFECTS = {
     "kill-restart": ({"at": "3s", "fault": "kill", "target": "scheduler-1", "restart_after": "2s"},
                      _restarted),
     "pause": ({"at": "4s", "for": "6s", "fault": "pause", "target": "leader"}, _leader_changed),
+    # live: tests/runtime/test_node_kill_cluster.py (a node of its own per instance)
+    "node-kill": ({"at": "4s", "fault": "node-kill", "target": "leader"}, _leader_changed),
     "partition": ({"at": "4s", "for": "6s", "fault": "partition", "target": "leader"}, _leader_changed),
     "redis-restart": ({"at": "4s", "for": "2s", "fault": "redis-restart"}, _watch_errors),
     "watch-delay": ({"at": "1s", "for": "10s", "fault": "watch-delay", "target": "scheduler-2",
@@ -184,6 +186,8 @@ FAULT_EFFECTS = {
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("fault", sorted(FAULT_EFFECTS))
 def test_fault_has_its_effect(fault, engine, tmp_path):
+    if engine == "live" and fault == "node-kill":
+        pytest.skip("a live node-kill needs a Ray node per instance: tests/runtime/test_node_kill_cluster.py")
     entry, check = FAULT_EFFECTS[fault]
     out = tmp_path / "out"
     summary, metrics = run(small(chaos=[entry]), out, engine=engine)
