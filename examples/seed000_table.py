@@ -1,10 +1,19 @@
-"""Seed 000's "Current vs Proposed" table, one measured number per row, from results folders of
-examples/seed000-current-vs-proposed.yaml run under different profiles (same seed).
+"""Seed 000's "Current vs Proposed" table, from results folders of
+examples/seed000-current-vs-proposed.yaml run under different profiles.
+
+One run per profile (an anecdote: one seed), a column per folder headed by its profile:
 
     .venv/bin/python examples/seed000_table.py results/s000-v1.14 results/s000-pr5045 results/s000-pr5045-fixed
 
-Reads each folder's metrics.json, timeseries.csv and decisions.jsonl; prints a markdown table
-(seed row | metric | one column per folder, headed by its profile) and, with --json, the numbers.
+A sweep folder (``ha-testbed sweep ... --profiles ...``): per row and profile the mean over the
+seeds with its 95% bootstrap interval, and the difference of each profile to the first, paired by
+seed, with its interval ("no difference detected" when it holds 0); ``--live SWEEP`` adds, beside
+the headline rows, the same numbers from a live-engine sweep:
+
+    .venv/bin/python examples/seed000_table.py --sweep results/s000-sim [--live results/s000-live]
+
+Reads each run's metrics.json, timeseries.csv and decisions.jsonl; prints a markdown table and,
+with --json, the numbers.
 """
 from __future__ import annotations
 
@@ -105,11 +114,106 @@ ROWS = [
 ]
 
 
+# One number per row (a sweep needs a number per run): (seed row, metric, key of measure()).
+SWEEP_ROWS = [
+    ("Cache task status (Pending forever → Pipelined)", "leader cache: Pipelined tasks, max", "leader_pipelined_max"),
+    ("Next cycle sees the pipeline decision", "allocation_drift (pods bound off their nomination)", "allocation_drift"),
+    ("", "wasted_evictions", "wasted_evictions"),
+    ("", "cyclic_evictions", "cyclic_evictions"),
+    ("No double booking", "overcommit_violations (node-ticks)", "overcommit_violations"),
+    ("Duplicate events skipped", "pipeline decisions per distinct (pod, node)", "repipelines_per_pair"),
+    ("HA coherence (Problem 4)", "standby caches: Pipelined tasks, max", "standby_pipelined_max"),
+    ("", "pairwise_drift mean after the kill", "pairwise_drift_after_kill_mean"),
+    ("Cache vs an up-to-date cache", "cache_divergence max", "cache_divergence_max"),
+    ("Partial gang binds (S2)", "partial_gang_binds", "partial_gang_binds"),
+    ("Throughput", "pods_bound_per_s", "pods_bound_per_s"),
+    ("Failover", "failover_recovery_s", "failover_recovery_s"),
+]
+# the rows a live-engine column stands beside
+HEADLINE = ("allocation_drift", "wasted_evictions", "cyclic_evictions", "overcommit_violations",
+            "partial_gang_binds", "cache_divergence_max", "failover_recovery_s")
+
+
+def sweep_runs(folder: Path) -> dict[str, dict[int, dict]]:
+    """{profile: {seed: measure(cell)}} of a sweep folder's finished cells (its base grid: no --set)."""
+    sweep = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
+    profiles = (sweep.get("grid") or {}).get("profiles") or sorted(p.name for p in (folder / "cells").iterdir())
+    out: dict[str, dict[int, dict]] = {}
+    for prof in profiles:
+        runs: dict[int, dict] = {}
+        for cell in sorted((folder / "cells" / prof / "base").glob("seed-*")):
+            if (cell / "metrics.json").exists() and (cell / "timeseries.csv").exists():
+                runs[int(cell.name.split("-", 1)[1])] = measure(cell)
+        out[prof] = runs
+    return out
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def sweep_table(runs: dict[str, dict[int, dict]], live: dict[str, dict[int, dict]] | None = None,
+                seed: int = 0) -> tuple[str, dict]:
+    """The markdown table and its numbers (per key and profile: describe(); per other profile:
+    the paired difference to the first)."""
+    from ha.experiment.stats import NO_DIFFERENCE, describe, paired_difference
+    profiles = list(runs)
+    base = profiles[0]
+    numbers: dict = {}
+    head = ["seed row", "metric"] + [f"{p} (n={len(runs[p])})" for p in profiles]
+    head += [f"{p} − {base}, paired" for p in profiles[1:]]
+    if live:
+        head += [f"live {p} (n={len(live[p])})" for p in live]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def cells_of(src, key, tag):
+        row, store = [], numbers.setdefault(tag, {})
+        per = {p: {s: _num(m.get(key)) for s, m in src[p].items()} for p in src}
+        for p in src:
+            d = describe([v for v in per[p].values() if v is not None], seed=seed)
+            store.setdefault(key, {})[p] = d
+            row.append("–" if d["mean"] is None else
+                       f"{_fmt(d['mean'])} [{_fmt(d['ci95'][0])}, {_fmt(d['ci95'][1])}]")
+        return row, per
+
+    for what, metric, key in SWEEP_ROWS:
+        row, per = cells_of(runs, key, "sim")
+        for p in profiles[1:]:
+            d = paired_difference(per[base], per[p], seed=seed)
+            numbers.setdefault("paired", {}).setdefault(key, {})[f"{p}-{base}"] = d
+            if d["mean"] is None:
+                row.append("–")
+            else:
+                lo, hi = d["ci95"]
+                word = NO_DIFFERENCE if d["verdict"] == NO_DIFFERENCE else _fmt(d["mean"])
+                row.append(f"{word} [{_fmt(lo)}, {_fmt(hi)}]")
+        if live:
+            if key in HEADLINE:
+                lrow, _ = cells_of(live, key, "live")
+                row += lrow
+            else:
+                row += [""] * len(live)
+        lines.append(f"| {what} | {metric} | " + " | ".join(row) + " |")
+    return "\n".join(lines), numbers
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("dirs", nargs="*")
+    ap.add_argument("--sweep", help="a sweep folder: means with 95%% intervals and paired differences")
+    ap.add_argument("--live", help="with --sweep: a live-engine sweep folder for the headline rows")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.sweep:
+        table, numbers = sweep_table(sweep_runs(Path(a.sweep)), sweep_runs(Path(a.live)) if a.live else None)
+        print(json.dumps(numbers, indent=1, default=str) if a.json else table)
+        return 0
+    if not a.dirs:
+        ap.error("give results folders, or --sweep SWEEP_DIR")
     ms = [measure(Path(d)) for d in a.dirs]
     if a.json:
         print(json.dumps(ms, indent=1))

@@ -40,15 +40,17 @@ def _experiments(tmp_path: Path) -> dict[str, Path]:
                        "verbs": ["bind", "bind_many"]}]
     quick = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
     quick["duration"] = "12s"
+    s000 = yaml.safe_load((ROOT / "examples" / "seed000-current-vs-proposed.yaml").read_text())
+    s000.update(seed=4, profile="pr5045")   # the PR as coded: pipelines, nominations, re-pipelines
     out = {}
-    for name, doc in (("small", small), ("quickstart", quick)):
+    for name, doc in (("small", small), ("quickstart", quick), ("seed000", s000)):
         p = tmp_path / f"{name}.yaml"
         p.write_text(yaml.safe_dump(doc))
         out[name] = p
     return out
 
 
-@pytest.mark.parametrize("which", ["small", "quickstart"])
+@pytest.mark.parametrize("which", ["small", "quickstart", "seed000"])
 def test_byte_identical_across_processes(which, tmp_path):
     exp = _experiments(tmp_path)[which]
     _run(exp, tmp_path / "a", "1")
