@@ -55,6 +55,10 @@ _FLAG_GO_NAMES: dict[str, tuple[str, ...]] = {
     "enabled_hyper_node_gradient": ("EnabledHyperNodeGradient", "enableHyperNodeGradient"),
 }
 ENABLED_FLAGS: tuple[str, ...] = tuple(_FLAG_GO_NAMES)
+# plugins/defaults.go ApplyPluginConfDefaults turns every unset flag on EXCEPT these two, which stay
+# nil (off): hierarchy is opt-in (Session.HierarchyEnabled: non-nil and true), as is cluster order.
+DEFAULTED_FLAGS: tuple[str, ...] = tuple(f for f in ENABLED_FLAGS
+                                         if f not in ("enabled_hierarchy", "enabled_cluster_order"))
 
 
 def _lower_first(s: str) -> str:
@@ -111,8 +115,8 @@ class PluginOption:
         return getattr(self, flag) is True
 
     def with_defaults(self) -> "PluginOption":
-        """``ApplyPluginConfDefaults``: every unset flag becomes True."""
-        return replace(self, **{f: True for f in ENABLED_FLAGS if getattr(self, f) is None})
+        """``ApplyPluginConfDefaults``: every unset flag of :data:`DEFAULTED_FLAGS` becomes True."""
+        return replace(self, **{f: True for f in DEFAULTED_FLAGS if getattr(self, f) is None})
 
     @classmethod
     def all_on(cls, name: str, **arguments: Any) -> "PluginOption":

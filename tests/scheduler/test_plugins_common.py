@@ -210,3 +210,19 @@ def test_k8s_view_counts_every_task_and_follows_handlers():
     stmt.evict(task(ssn, "run"), "test")  # DeallocateFunc removes it from the k8s view
     assert view.pod_count() == 2
     assert view.requested["cpu"] == 2000
+
+
+def test_production_defaults_leave_hierarchy_and_cluster_order_off():
+    """plugins/defaults.go turns every unset enabled* flag on except enableHierarchy and
+    enableClusterOrder: an experiment's capacity plugin is flat unless the file asks for the tree
+    (with the tree on by default, BR2's reclaim never fired)."""
+    from ha.scheduler.conf import DEFAULTED_FLAGS, ENABLED_FLAGS, PluginOption, SchedulerConf
+    opt = PluginOption(name="capacity").with_defaults()
+    assert opt.enabled_hierarchy is None and opt.enabled_cluster_order is None
+    assert all(getattr(opt, f) is True for f in DEFAULTED_FLAGS)
+    assert set(ENABLED_FLAGS) - set(DEFAULTED_FLAGS) == {"enabled_hierarchy", "enabled_cluster_order"}
+    asked = PluginOption(name="capacity", enabled_hierarchy=True).with_defaults()
+    assert asked.enabled_hierarchy is True
+    conf = SchedulerConf.from_dict({"actions": "allocate, reclaim", "tiers": [{"plugins": [{"name": "capacity"}]}]},
+                                   apply_defaults=True)
+    assert conf.tiers[0].plugins[0].enabled_hierarchy is None
