@@ -33,6 +33,8 @@ def _rows(d: Path) -> list[dict]:
 def _decisions(d: Path) -> list[dict]:
     p = d / "decisions.jsonl"
     if not p.exists():
+        p = d / "history" / "decisions.jsonl"   # a sweep cell keeps only the history's copy
+    if not p.exists():
         return []
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -71,6 +73,7 @@ def measure(d: Path) -> dict:
         "pipeline_ops": len(pipes),
         "pipelined_pairs": len(per_pod),
         "repipelines_per_pair": round(len(pipes) / len(per_pod), 2) if per_pod else None,
+        "repeat_pipelines": _head(s.get("repeat_pipelines"), "max"),
         "nnn_status_writes": len(nnn_writes),
         "allocation_drift": _head(s.get("allocation_drift"), "count"),
         "wasted_evictions": _head(s.get("wasted_evictions"), "count"),
@@ -121,7 +124,7 @@ SWEEP_ROWS = [
     ("", "wasted_evictions", "wasted_evictions"),
     ("", "cyclic_evictions", "cyclic_evictions"),
     ("No double booking", "overcommit_violations (node-ticks)", "overcommit_violations"),
-    ("Duplicate events skipped", "pipeline decisions per distinct (pod, node)", "repipelines_per_pair"),
+    ("Duplicate events skipped", "repeat_pipelines (pipeline decisions per distinct pod and node, max over instances)", "repeat_pipelines"),
     ("HA coherence (Problem 4)", "standby caches: Pipelined tasks, max", "standby_pipelined_max"),
     ("", "pairwise_drift mean after the kill", "pairwise_drift_after_kill_mean"),
     ("Cache vs an up-to-date cache", "cache_divergence max", "cache_divergence_max"),
@@ -157,15 +160,16 @@ def _fmt(v: float) -> str:
 
 
 def sweep_table(runs: dict[str, dict[int, dict]], live: dict[str, dict[int, dict]] | None = None,
-                seed: int = 0) -> tuple[str, dict]:
+                seed: int = 0, diff: list[str] | None = None) -> tuple[str, dict]:
     """The markdown table and its numbers (per key and profile: describe(); per other profile:
     the paired difference to the first)."""
     from ha.experiment.stats import NO_DIFFERENCE, describe, paired_difference
     profiles = list(runs)
     base = profiles[0]
+    others = [p for p in profiles[1:] if diff is None or p in diff]
     numbers: dict = {}
     head = ["seed row", "metric"] + [f"{p} (n={len(runs[p])})" for p in profiles]
-    head += [f"{p} − {base}, paired" for p in profiles[1:]]
+    head += [f"{p} − {base}, paired" for p in others]
     if live:
         head += [f"live {p} (n={len(live[p])})" for p in live]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -182,7 +186,7 @@ def sweep_table(runs: dict[str, dict[int, dict]], live: dict[str, dict[int, dict
 
     for what, metric, key in SWEEP_ROWS:
         row, per = cells_of(runs, key, "sim")
-        for p in profiles[1:]:
+        for p in others:
             d = paired_difference(per[base], per[p], seed=seed)
             numbers.setdefault("paired", {}).setdefault(key, {})[f"{p}-{base}"] = d
             if d["mean"] is None:
@@ -206,10 +210,12 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--sweep", help="a sweep folder: means with 95%% intervals and paired differences")
     ap.add_argument("--live", help="with --sweep: a live-engine sweep folder for the headline rows")
+    ap.add_argument("--diff", help="with --sweep: only these profiles' differences to the first (comma-separated)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.sweep:
-        table, numbers = sweep_table(sweep_runs(Path(a.sweep)), sweep_runs(Path(a.live)) if a.live else None)
+        table, numbers = sweep_table(sweep_runs(Path(a.sweep)), sweep_runs(Path(a.live)) if a.live else None,
+                                     diff=a.diff.split(",") if a.diff else None)
         print(json.dumps(numbers, indent=1, default=str) if a.json else table)
         return 0
     if not a.dirs:
