@@ -4,7 +4,10 @@ one column per run; a metric a run did not measure shows as "—" (never as 0).
 
 A sweep folder (``sweep.json``) among the arguments prints its confidence-interval table instead:
 per metric and profile the mean over seeds with its 95% interval and n, and the paired differences
-(``ha.experiment.sweep_report``); ``--json`` gives ``{"runs", ..., "sweeps": [{path, grid, metrics}]}``."""
+(``ha.experiment.sweep_report``); ``--json`` gives ``{"runs", ..., "sweeps": [{path, grid, metrics}]}``.
+Two or more sweep folders (e.g. the same grid on the live and the sim engine) are also compared
+with each other (``ha.experiment.agreement``: means over their common seeds, overlap, contradictory
+orderings; ``"agreement"`` in the JSON)."""
 from __future__ import annotations
 
 import json
@@ -58,6 +61,10 @@ def compare_cli(dirs, as_json: bool = False, echo=print, console=None) -> int:
     sweeps = [(Path(d), read_sweep(d)) for d in dirs if is_sweep_dir(d)]
     results = [read_results(Path(d)) for d in dirs if not is_sweep_dir(d)]
     table = compare_table(results) if results else None
+    agree = None
+    if len(sweeps) >= 2:
+        from ha.experiment.agreement import agreement
+        agree = agreement([p for p, _ in sweeps], [s for _, s in sweeps])
     if as_json:
         doc: dict[str, Any] = {}
         if table is not None:
@@ -65,10 +72,16 @@ def compare_cli(dirs, as_json: bool = False, echo=print, console=None) -> int:
         if sweeps:
             doc["sweeps"] = [{"path": str(p), "grid": s["grid"], "bootstrap": s.get("bootstrap"),
                               "metrics": s.get("metrics") or {}} for p, s in sweeps]
+        if agree is not None:
+            doc["agreement"] = agree
         echo(json.dumps(doc, default=str))
         return 0
     for p, s in sweeps:
         print_ci_tables(s, console=console, title=f"sweep {p}")
+    if agree is not None:
+        from ha.experiment.agreement import agreement_markdown
+        echo("\nThe sweeps side by side (seeds every sweep finished; 95% intervals):\n")
+        echo(agreement_markdown(agree))
     if table is None:
         return 0
     from rich.console import Console
