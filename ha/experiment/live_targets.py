@@ -190,13 +190,22 @@ class LiveTargets:
             raise skip(f"{name} is running")
         self.life.replan(slot)
         deadline = time.monotonic() + 20
-        while True:   # the name is free once Ray has noticed the old actor's death
+        old, asked = slot.actor, False
+        while True:   # the name is free once the GCS has the old actor dead
             try:
                 slot.actor = self.life.new_instance_actor(slot)
                 break
-            except ValueError:
+            except ValueError:   # ActorAlreadyExistsError
                 if time.monotonic() > deadline:
                     raise
+                if old is not None and not asked:
+                    # an actor that died with its node stays registered until the GCS's health
+                    # checks give the node up (tens of seconds): killing the handle frees the name
+                    asked = True
+                    try:
+                        ray.kill(old, no_restart=True)
+                    except Exception as e:  # noqa: BLE001 — already gone: the retry finds the name free
+                        log.info("freeing the name of %s: %s", name, e)
                 time.sleep(0.2)
         ray.get(slot.actor.start.remote(), timeout=120)
         if self.life.t0_wall is not None:   # the new life runs the same chaos schedule

@@ -264,6 +264,7 @@ def test_every_fault_has_a_valid_minimal_entry(tmp_path):
         "redis-restart": "for: 1s",
         "clock-rate": "target: scheduler-1, rate: 1.5",
         "crash-point": "target: leader, point: after-evictions",
+        "node-kill": "target: leader",
     }
     assert set(minimal) == set(FAULTS)
     lines = "\n".join(f"  - {{at: 1s, fault: {f}, {rest}}}" for f, rest in minimal.items())
