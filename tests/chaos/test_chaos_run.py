@@ -107,8 +107,10 @@ def test_watch_delay_raises_only_its_instances_staleness(chaos_run):
     # well below
     import statistics
     med = {n: statistics.median(v for _, v in _series(rows, n, "staleness_p50_ms")) for n in st}
-    s2 = [v for _, v in _series(rows, "scheduler-2", "staleness_p50_ms")]
-    assert min(s2) >= 1000.0, s2
+    # from the first second on: the delay is armed when the run's clock starts, and the first tick
+    # may still count events the instance received while it started (seen once on a loaded machine)
+    s2 = [v for t, v in _series(rows, "scheduler-2", "staleness_p50_ms") if t >= 1.0]
+    assert s2 and min(s2) >= 1000.0, s2
     for n in ("scheduler-1", "scheduler-3"):
         assert med[n] < 500.0, med
 
