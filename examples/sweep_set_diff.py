@@ -1,5 +1,5 @@
 """The effect of one ``--set`` key of a sweep, per profile: each value's mean with its 95% interval
-(as sweep.json has them) and the difference between two values paired by seed, with its interval.
+and the difference between the two values paired by seed, with its interval.
 ``ha-testbed sweep`` pairs profiles within one set value; this pairs set values within one profile.
 
     .venv/bin/python examples/sweep_set_diff.py /work/results/timing-standby [METRIC ...]
