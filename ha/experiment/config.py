@@ -264,6 +264,11 @@ class Schedulers(Strict):
     # lease); warm: standbys keep their informers running (kube-scheduler's behaviour). Unset:
     # cold, but warm in shadow mode, whose standbys run (dry) sessions on their caches
     standby: Optional[Literal["warm", "cold"]] = None
+    # when an instance retries its errTasks (failed writes, failed binds: resyncTask):
+    # continuous (Volcano: a worker of its own in every instance, standbys too, each task
+    # rate-limited) or after-session (only at the end of the instance's own sessions, so a
+    # standby never retries and a leader's failed bind waits for its next session to end)
+    resync: Literal["continuous", "after-session"] = "continuous"
     scheduler_name: str = "volcano"             # pods with another schedulerName are not ours
 
     @field_validator("period")

@@ -70,7 +70,7 @@ def instance_kwargs(exp: Experiment, name: str) -> dict[str, Any]:
     """The engine-neutral part of an instance's ``InstanceConfig`` (mode, lease timing, profile,
     configuration, seed); each engine adds where the API server and the delivery log are."""
     s = exp.schedulers
-    return dict(name=name, mode=s.mode, standby=s.standby, period_s=s.period,
+    return dict(name=name, mode=s.mode, standby=s.standby, resync=s.resync, period_s=s.period,
                 lease_duration=s.lease.duration, lease_renew_deadline=s.lease.renew_deadline,
                 lease_retry=s.lease.retry, profile=exp.profile, switches=dict(exp.switches),
                 scheduler_conf=exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,

@@ -155,15 +155,18 @@ class Incarnation:
         self.bind_worker = env.polling_worker(f"{cfg.name}-bind", cache.process_bind_task, BIND_PERIOD_S,
                                               pending=lambda: bool(cache.bind_queue))
         # every instance, standbys too, reconciles failed writes continuously, not only after its
-        # own sessions (a standby's cache would otherwise keep a task its failed write left behind)
+        # own sessions (a standby's cache would otherwise keep a task its failed write left behind);
+        # resync "after-session": no worker, session() alone drains errTasks
         self.resync_worker = env.polling_worker(f"{cfg.name}-resync", self._resync_step, RESYNC_PERIOD_S,
-                                                pending=lambda: bool(cache.err_tasks))
+                                                pending=lambda: bool(cache.err_tasks)) \
+            if cfg.resync == "continuous" else None
 
     # ============================================================================ lifecycle
     async def start(self) -> None:
         cfg, owner = self.cfg, self.owner
         self.bind_worker.start()
-        self.resync_worker.start()
+        if self.resync_worker is not None:
+            self.resync_worker.start()
         if not cfg.elected or cfg.standby == "warm":
             await self.start_informers()
         self.tasks.spawn(self._session_loop(), "sessions")
@@ -212,7 +215,7 @@ class Incarnation:
         self.session_worker.close()
         if not await self.bind_worker.stop(bound):
             log.warning("%s: bind worker still in I/O after %.0fs; leaving it behind", name, bound)
-        if not await self.resync_worker.stop(bound):
+        if self.resync_worker is not None and not await self.resync_worker.stop(bound):
             log.warning("%s: resync worker still in I/O after %.0fs; leaving it behind", name, bound)
         for inf in reversed(list(self.informers.values())):
             try:

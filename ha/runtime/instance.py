@@ -83,6 +83,7 @@ __all__ = ["InstanceConfig", "SchedulerInstance", "create_instance_actor", "MODE
 log = logging.getLogger(__name__)
 
 MODES = ("leader-elected", "active-active", "shadow")
+RESYNC_MODES = ("continuous", "after-session")
 _MAX_DECISIONS = 200_000
 
 
@@ -93,6 +94,9 @@ class InstanceConfig:
     prefix: str = "ht"
     mode: str = "leader-elected"
     standby: str = "warm"
+    # errTasks retried by a worker of their own ("continuous", Volcano) or only after the
+    # instance's own sessions ("after-session")
+    resync: str = "continuous"
     period_s: float = 1.0
     lease_duration: float = 15.0
     lease_renew_deadline: float = 10.0
@@ -140,6 +144,9 @@ class InstanceConfig:
             raise BadInput(f"instance {self.name}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.standby not in ("warm", "cold"):
             raise BadInput(f"instance {self.name}: standby must be warm or cold, got {self.standby!r}")
+        if self.resync not in RESYNC_MODES:
+            raise BadInput(f"instance {self.name}: resync must be one of {', '.join(RESYNC_MODES)}, "
+                           f"got {self.resync!r}")
         if self.lost_lease not in ("restart", "standby"):
             raise BadInput(f"instance {self.name}: lost_lease must be restart or standby, got {self.lost_lease!r}")
         if not self.period_s > 0:
@@ -547,7 +554,7 @@ class SchedulerInstance:
         cache = self.cache
         cache_stats = dict(cache.stats) if cache is not None else {}
         out = {"name": self.cfg.name, "pid": os.getpid(), "mode": self.cfg.mode,
-               "standby": self.cfg.standby, "sessions": self.sessions,
+               "standby": self.cfg.standby, "resync": self.cfg.resync, "sessions": self.sessions,
                "is_leader": self.is_leader_now(), "leader_transitions": self.leader_transitions,
                "lease_transitions": lease_transitions, "elections_lost": self.elections_lost,
                "observed_leader": el.observed_holder() if el is not None else None,

@@ -800,7 +800,9 @@ class SchedulerCache:
     def add_bind_task(self, bind_context: TaskInfo | BindContext) -> None:
         """AddBindTask: cache task → Binding and onto the node (Binding branch: must fit Idle);
         on error the status is reverted and the error raised. Under the PR's switches the
-        nomination is cleared with a synchronous status write, still under the lock. Then the bind
+        nomination is cleared with a synchronous status write, still under the lock
+        (``bind_before_nomination_clear``: written after the lock is released, the bind already
+        queued). Then the bind
         is queued (and, in "sync" bind_mode, executed at once). With ``unpipeline_on_replace`` a Pipelined cache task
         is un-pipelined from its node first, then added as Binding (``_replace_pipelined``): the
         target may differ from the pipelined node, and Idle that shrank is an error, not Fatalf;
@@ -845,10 +847,15 @@ class SchedulerCache:
                 if pod_nnn != node.name:
                     later.append(self._nomination_write(task, node.name))
             elif clears_nomination and (original_nnn or pod_nnn):
-                # PR head: the clear is a synchronous status write under the cache lock, made
-                # before the bind is queued — queued first, the bind could land first and the
-                # clear (built from the pod copy the bind just outdated) would get a 409
-                self._nomination_write(task, "")()
+                if sw.bind_before_nomination_clear:
+                    # the order before the PR head: written once the lock is released, after
+                    # the bind is queued (the bind worker may write the bind first)
+                    later.append(self._nomination_write(task, ""))
+                else:
+                    # PR head: the clear is a synchronous status write under the cache lock, made
+                    # before the bind is queued — queued first, the bind could land first and the
+                    # clear (built from the pod copy the bind just outdated) would get a 409
+                    self._nomination_write(task, "")()
             if sw.annotation_persistence:
                 ann = (task.pod.get("metadata") or _EMPTY).get("annotations") or _EMPTY
                 if PIPELINED_STATUS_ANNOTATION in ann or PIPELINED_NODE_ANNOTATION in ann or original == PIPELINED:

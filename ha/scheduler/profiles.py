@@ -76,6 +76,11 @@ class Switches:
     annotation_persistence: bool = False    # seed 003: pipelined state in pod annotations instead
     nominate_for_expectation: bool = False  # KEP-5278: set nominatedNodeName when a bind starts
     commit_pipelined_only: bool = False     # PR #5663: a JobPipelined statement keeps only its Pipeline ops
+    # timing: AddBindTask's order before PR #5045's head (which clears the nomination with a
+    # synchronous write under the cache lock, then queues the bind): the bind is queued first and
+    # the clear written once the lock is released, so the bind worker may bind first and the clear,
+    # built from the pod copy the bind outdated, gets a 409. In no profile: it measures the order
+    bind_before_nomination_clear: bool = False  # bind queued first, clear written after unlocking: may 409
     # API server
     clear_nnn_on_binding: bool = False      # binding clears status.nominatedNodeName (KEP-5278)
     # test only, never part of a profile: a planted bug the shrinker's tests look for

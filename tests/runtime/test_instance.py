@@ -18,6 +18,8 @@ def test_config_is_validated():
         InstanceConfig(name="s", redis_url="redis://x", mode="primary")
     with pytest.raises(BadInput, match="standby"):
         InstanceConfig(name="s", redis_url="redis://x", standby="lukewarm")
+    with pytest.raises(BadInput, match="resync must be one of continuous, after-session"):
+        InstanceConfig(name="s", redis_url="redis://x", resync="sometimes")
     with pytest.raises(BadInput, match="renew deadline"):
         InstanceConfig(name="s", redis_url="redis://x", lease_duration=3, lease_renew_deadline=1,
                        lease_retry=1)
@@ -247,11 +249,14 @@ async def test_leader_crash_keeps_the_lease_until_it_expires(api, redis_url, key
         await a.stop()
 
 
-async def test_a_standby_resyncs_continuously_without_sessions(api, redis_url, key_prefix):
+@pytest.mark.parametrize("resync", ["continuous", "after-session"])
+async def test_a_standby_resyncs_continuously_without_sessions(api, redis_url, key_prefix, resync):
     """Volcano runs processResyncTask in a loop of its own (wait.Until(..., 0)): a warm standby,
-    which never runs a session, still reconciles a task queued for resync."""
+    which never runs a session, still reconciles a task queued for resync. With ``resync:
+    after-session`` (the old timing) only a session drains errTasks: the standby keeps the task."""
     create_jobs(api, n_jobs=1, size=2)
-    insts = [SchedulerInstance(instance_config(f"scheduler-{i}", redis_url, key_prefix)) for i in (1, 2)]
+    insts = [SchedulerInstance(instance_config(f"scheduler-{i}", redis_url, key_prefix, resync=resync))
+             for i in (1, 2)]
     for i in insts:
         await i.start()
     try:
@@ -265,8 +270,13 @@ async def test_a_standby_resyncs_continuously_without_sessions(api, redis_url, k
         with cache.mutex:
             cache.resync_task(task)
         assert cache.err_tasks
-        assert await wait_for(lambda: not cache.err_tasks, timeout=10)
+        if resync == "continuous":
+            assert await wait_for(lambda: not cache.err_tasks, timeout=10)
+        else:
+            assert not await wait_for(lambda: not cache.err_tasks, timeout=1.5)
+            assert standby.inc.resync_worker is None
         assert (await standby.stats())["sessions"] == 0
+        assert (await standby.stats())["resync"] == resync
     finally:
         for i in insts:
             await i.stop()

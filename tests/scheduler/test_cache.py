@@ -407,11 +407,16 @@ def test_nomination_and_annotation_writes_happen_outside_the_cache_lock():
         held_during_write.clear()
 
 
-def test_addbindtask_clears_the_nomination_before_the_bind_is_queued():
+@pytest.mark.parametrize("bind_first", [False, True])
+def test_addbindtask_clears_the_nomination_before_the_bind_is_queued(bind_first):
     """PR head's order (Go: a synchronous status write under the cache lock, then the bind is
-    queued): with a bind worker the bind can never be written before the clear."""
+    queued): with a bind worker the bind can never be written before the clear. The switch
+    ``bind_before_nomination_clear`` brings back the order before it: the bind is queued first
+    and the clear written once the lock is released (the bind worker may take the bind
+    meanwhile: tests/cluster_state/test_guard_refresh.py shows the 409 that follows)."""
     io = RecordingIO()
-    cache = SchedulerCache(profile("pr5045"), binder=io, evictor=io, status_updater=io, bind_mode="queued")
+    cache = SchedulerCache(profile("pr5045", bind_before_nomination_clear=bind_first), binder=io,
+                           evictor=io, status_updater=io, bind_mode="queued")
     cache.add_queue(make_queue("default"))
     cache.add_node(make_node("n1", cpu=4000))
     cache.add_pod_group(make_pod_group("pg"))
@@ -422,14 +427,17 @@ def test_addbindtask_clears_the_nomination_before_the_bind_is_queued():
     write = io.update_pod_status
 
     def recording_write(p):
-        queued_at_write.append(len(cache.bind_queue))
+        queued_at_write.append((len(cache.bind_queue), cache.mutex._is_owned()))
         return write(p)
 
     io.update_pod_status = recording_write
     t = task_of(cache, "p0")
     t.node_name = "n1"
     cache.add_bind_task(BindContext(t))
-    assert queued_at_write == [0]                     # the clear went out before the bind was queued
+    if bind_first:
+        assert queued_at_write == [(1, False)]        # the bind queued, then the clear, unlocked
+    else:
+        assert queued_at_write == [(0, True)]         # the clear went out before the bind was queued
     assert len(cache.bind_queue) == 1 and io.binds == {}
     assert (io.pods["ns/p0"]["status"]["nominatedNodeName"]) == ""
     cache.process_bind_task()

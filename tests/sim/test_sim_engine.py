@@ -222,3 +222,83 @@ def test_every_mode_runs(mode, standby, tmp_path):
         assert scheduling == ["scheduler-1", "scheduler-2", "scheduler-3"]
     if mode == "shadow":
         assert sum(s.get("dry_run_ops", 0) for s in metrics["instances"].values()) > 0
+
+
+# -- the timing switches reach the run ------------------------------------------------------------
+
+def _started(doc: dict, out: Path) -> ExperimentRunner:
+    """The runner's parts started as ``run()`` starts them (API server, history, cluster objects,
+    synced instances, cluster), so a test can step the virtual clock and look at the instances."""
+    runner = ExperimentRunner(parse_experiment(doc, source="test"), out, engine="sim", progress=False,
+                              console=Console(file=io.StringIO(), width=120))
+    life = runner.life
+    life.start_redis()
+    runner._open_history()
+    life.create_cluster_objects()
+    life.start_ray()
+    life.start_parts(runner.recorder)
+    return runner
+
+
+def _queue_for_resync(inst) -> str:
+    cache = inst.inc.cache
+    with cache.mutex:
+        task = min((t for j in cache.jobs.values() for t in j.tasks.values()), key=lambda t: t.uid)
+        cache.resync_task(task)
+    return next(iter(cache.err_tasks))
+
+
+@pytest.mark.parametrize("resync", ["continuous", "after-session"])
+def test_resync_setting_decides_who_retries_errtasks_when(resync, tmp_path):
+    """``schedulers.resync`` reaches every instance of a sim run: continuous, a standby (no
+    session) and the leader retry a task queued for resync within milliseconds; after-session,
+    the standby never does and the leader only once its next session has ended."""
+    doc = small()
+    doc["schedulers"] = {**doc["schedulers"], "resync": resync}
+    runner = _started(doc, tmp_path / "out")
+    life = runner.life
+    try:
+        life.advance_to(3.0)
+        insts = [s.actor for s in life.slots.values()]
+        leader = next(i for i in insts if i.is_leader_now())
+        standby = next(i for i in insts if not i.is_leader_now())
+        assert standby.sessions == 0 and standby.inc.cache.jobs
+        for inst in (standby, leader):
+            _queue_for_resync(inst)
+        sessions = leader.sessions
+        life.advance_to(3.02)           # 20 ms: the resync worker's turn, not a session's end
+        assert leader.sessions == sessions
+        pending = {n: bool(i.inc.cache.err_tasks) for n, i in (("standby", standby), ("leader", leader))}
+        if resync == "continuous":
+            assert pending == {"standby": False, "leader": False}
+        else:
+            assert pending == {"standby": True, "leader": True}
+        life.advance_to(5.0)            # sessions every 500 ms: the leader has run some
+        assert leader.sessions > sessions and standby.sessions == 0
+        assert not leader.inc.cache.err_tasks
+        assert bool(standby.inc.cache.err_tasks) is (resync == "after-session")
+    finally:
+        runner._finish(interrupted=False, error=None)
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert {s["resync"] for s in metrics["instances"].values()} == {resync}
+
+
+def test_bind_order_switch_reaches_the_sim_run_whose_sessions_run_inline(tmp_path):
+    """``switches: {bind_before_nomination_clear: true}`` reaches the instances of a sim run, and
+    there it changes nothing: a session runs inline on the virtual loop, so the clear it writes
+    after releasing the cache lock still goes out before the bind worker's next turn (the race the
+    switch brings back needs the live engine's threads: tests/cluster_state/test_bind_clear_order.py)."""
+    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" /
+                          "seed000-current-vs-proposed.yaml").read_text())
+    doc.update(duration="14s", profile="pr5045")
+    seen = {}
+    for bind_first in (False, True):
+        doc["switches"] = {"bind_before_nomination_clear": bind_first}
+        out = tmp_path / f"bind-first-{bind_first}"
+        _, metrics = run(doc, out)
+        assert metrics["switches"]["bind_before_nomination_clear"] is bind_first
+        seen[bind_first] = [(d["t"], d["instance"], d["op"], d["pod"], d["node"], d["ok"])
+                            for d in jsonl(out / "history" / "decisions.jsonl")]
+    pipelined = {d[3] for d in seen[False] if d[2] == "pipeline"}
+    assert any(d[2] == "bind" and d[5] and d[3] in pipelined for d in seen[False])   # clears were made
+    assert seen[True] == seen[False]

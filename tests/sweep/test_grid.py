@@ -68,6 +68,12 @@ def test_grid_expansion_and_cell_folders():
     ("cluster.nodes.x=1", ["cluster.nodes.x", "cluster.nodes is not a map"]),
     ("chaos[0]..delay=1", ["chaos[0]..delay", "not a path"]),
     ("schedulers.instances", ["schedulers.instances", "KEY=V1,V2"]),
+    ("schedulers.resync=sometimes", ["--set schedulers.resync=sometimes", "schedulers.resync:",
+                                     "'continuous' or 'after-session'"]),
+    ("switches.bind_before_nomination_clearr=true", ["switches:", "unknown switch(es): "
+                                                     "bind_before_nomination_clearr"]),
+    ("switches.bind_before_nomination_clear=maybe", ["switches.bind_before_nomination_clear:",
+                                                     "expected true or false"]),
 ])
 def test_bad_set_exits_2_naming_it(tmp_path, spec, words):
     r = CliRunner().invoke(app, ["sweep", str(DATA), "--seeds", "1", "--profiles", "v1.14", "--set", spec,
