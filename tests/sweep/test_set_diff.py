@@ -55,3 +55,13 @@ def test_a_shift_is_found_and_noise_is_not(tmp_path):
 def test_a_sweep_without_one_two_valued_key_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="one --set key with two values"):
         sweep_set_diff.set_differences(_sweep(tmp_path / "s", values=("x", "y", "z")), ["bind_conflicts"])
+
+
+def test_pair_picks_two_combinations_by_their_folder_name(tmp_path):
+    folder = _sweep(tmp_path / "s", values=("x", "old", "new"))   # three values: needs --pair
+    key, values, rows = sweep_set_diff.set_differences(folder, ["bind_conflicts"], pair=("k=old", "k=new"))
+    assert (key, values) == ("set", ["k=old", "k=new"])
+    diff = {r["profile"]: r["difference"] for r in rows}
+    assert diff["a"]["verdict"] == "increase" and diff["b"]["verdict"] == "no difference detected"
+    with pytest.raises(SystemExit, match="no combination named 'k=nope'"):
+        sweep_set_diff.set_differences(folder, ["bind_conflicts"], pair=("k=old", "k=nope"))
