@@ -306,12 +306,7 @@ def write_plots(out: Path, doc: dict[str, Any]) -> list[Path]:
                            fontsize=7)
         ax.set_ylabel(m)
         ax.set_title(f"{m}: runs per profile (n seeds each)", fontsize=9)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        f = pdir / f"{m}.png"
-        fig.savefig(f, dpi=90)
-        plt.close(fig)
-        written.append(f)
+        written.append(_save(fig, ax, pdir / f"{m}.png"))
         if g.get("sets") and len(labels) > 1:
             fig, ax = plt.subplots(figsize=(5.5, 3.6))
             xs = list(range(len(labels)))
@@ -328,13 +323,17 @@ def write_plots(out: Path, doc: dict[str, Any]) -> list[Path]:
             ax.set_xlabel(" + ".join(s["key"] for s in g["sets"]), fontsize=8)
             ax.set_ylabel(f"{m} (mean, 95% CI)")
             ax.set_title(f"{m}: mean per run over {len(g.get('seeds') or [])} seeds, 95% interval", fontsize=9)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            f = pdir / f"{m}-sweep.png"
-            fig.savefig(f, dpi=90)
-            plt.close(fig)
-            written.append(f)
+            written.append(_save(fig, ax, pdir / f"{m}-sweep.png"))
     return written
+
+
+def _save(fig, ax, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 # ----------------------------------------------------------------------------------- compare, analyze

@@ -17,6 +17,7 @@ their real addresses (README, "Beyond one machine").
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -157,3 +158,18 @@ class LoopbackCluster:
         for node in self.nodes:
             shutil.rmtree(node.temp_dir, ignore_errors=True)
         return left
+
+
+@contextlib.contextmanager
+def running_cluster(workers: int, env: dict[str, str] | None = None):
+    """A started :class:`LoopbackCluster` for a module's tests; on the way out it is stopped and
+    every process it recorded must be gone."""
+    c = LoopbackCluster(env=env) if env is not None else LoopbackCluster()
+    try:
+        c.start(workers=workers)
+        yield c
+    finally:
+        recorded = list(c.records)
+        c.stop()
+        alive = [r for r in recorded if r.alive()]
+        assert alive == [], f"left running: {alive}"

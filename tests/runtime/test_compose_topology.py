@@ -19,7 +19,7 @@ import pytest
 
 from ha.runtime import ledger
 from ha.runtime.ray_local import is_loopback, listening_sockets
-from tests.runtime.loopback_cluster import ENV, LoopbackCluster
+from tests.runtime.loopback_cluster import ENV, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "ha.cli"]   # this tree's CLI, whatever is installed
@@ -37,15 +37,8 @@ def _tree(pid: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = LoopbackCluster()
-    try:
-        c.start(workers=2)
+    with running_cluster(workers=2) as c:
         yield c
-    finally:
-        recorded = list(c.records)
-        c.stop()
-        alive = [r for r in recorded if r.alive()]
-        assert alive == [], f"left running: {alive}"
 
 
 def _client_server_logs(cluster) -> str:

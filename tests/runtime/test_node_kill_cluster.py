@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from ha.runtime import ledger
-from tests.runtime.loopback_cluster import ENV, LoopbackCluster
+from tests.runtime.loopback_cluster import ENV, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -31,15 +31,8 @@ def cluster(tmp_path_factory):
     # the instances' own temp folders (their delivery logs) under the test's, not the system's:
     # an instance killed with its node (or by the teardown) never removes its folder
     tmp = tmp_path_factory.mktemp("node-tmp")
-    c = LoopbackCluster(env={"TMPDIR": str(tmp)})
-    try:
-        c.start(workers=3)
+    with running_cluster(workers=3, env={"TMPDIR": str(tmp)}) as c:
         yield c
-    finally:
-        recorded = list(c.records)
-        c.stop()
-        alive = [r for r in recorded if r.alive()]
-        assert alive == [], f"left running: {alive}"
 
 
 def _lines(path: Path) -> list[dict]:
