@@ -194,9 +194,11 @@ class LiveTargets:
         while True:   # the name is free once the GCS has the old actor dead
             try:
                 slot.actor = self.life.new_instance_actor(slot)
+                # through the Ray Client a taken name shows only at the actor's first call
+                ray.get(slot.actor.placement.remote(), timeout=120)
                 break
-            except ValueError:   # ActorAlreadyExistsError
-                if time.monotonic() > deadline:
+            except Exception as e:  # noqa: BLE001 — ActorAlreadyExistsError, or the client's wrapper of it
+                if "already taken" not in str(e) or time.monotonic() > deadline:
                     raise
                 if old is not None and not asked:
                     # an actor that died with its node stays registered until the GCS's health
@@ -204,8 +206,8 @@ class LiveTargets:
                     asked = True
                     try:
                         ray.kill(old, no_restart=True)
-                    except Exception as e:  # noqa: BLE001 — already gone: the retry finds the name free
-                        log.info("freeing the name of %s: %s", name, e)
+                    except Exception as err:  # noqa: BLE001 — already gone: the retry finds the name free
+                        log.info("freeing the name of %s: %s", name, err)
                 time.sleep(0.2)
         ray.get(slot.actor.start.remote(), timeout=120)
         if self.life.t0_wall is not None:   # the new life runs the same chaos schedule

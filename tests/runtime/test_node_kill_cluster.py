@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import yaml
 import pytest
 
 from ha.runtime import ledger
@@ -117,3 +118,29 @@ def _name_of(pid: int) -> str:
         return psutil.Process(pid).name()
     except psutil.NoSuchProcess:
         return ""
+
+
+def test_an_instance_whose_node_was_killed_restarts_elsewhere(cluster, tmp_path):
+    """The kill entry of an instance that died with its node is skipped, its restart is not: the
+    GCS still holds the dead actor's name (until its health checks give the node up) and the
+    restart frees it; the new life runs on another alive node."""
+    doc = yaml.safe_load((DATA / "node_kill.yaml").read_text())
+    doc.update(duration="12s", chaos=[{"at": "3s", "fault": "node-kill", "target": "scheduler-2"},
+                                      {"at": "5s", "fault": "kill", "target": "scheduler-2", "restart_after": "1s"}])
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), ledger.RUNS_DIR_ENV: str(tmp_path / "runs")}
+    res = subprocess.run([*CLI, "run", str(exp), "--out", str(out), "--ray-address", cluster.ray_address,
+                          "--redis-url", cluster.redis.url], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    lives = _lines(out / "history/lives.jsonl")
+    faults = _lines(out / "history/faults.jsonl")
+    assert [(f["action"], f["status"]) for f in faults if f["fault"] == "kill"] == [("fire", "skipped"),
+                                                                                   ("restart", "applied")], faults
+    start = next(r for r in lives if r["instance"] == "scheduler-2" and r["event"] == "start")
+    killed = [r for r in lives if r["instance"] == "scheduler-2" and r["event"] == "kill"]
+    again = [r for r in lives if r["instance"] == "scheduler-2" and r["event"] == "restart"]
+    assert [k.get("cause") for k in killed] == ["node-kill"], lives
+    assert len(again) == 1 and again[0]["node_id"] not in (None, start["node_id"]), lives
