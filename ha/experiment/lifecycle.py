@@ -150,6 +150,15 @@ class EngineParts:
             return None
         return nem._timeline[nem._next].t
 
+    def note_leaders(self, out: list) -> None:
+        """The leader as the observations report it (several in active-active); an observation
+        round without one clears it, except in active-active where nobody leads."""
+        leaders = sorted(o.name for o in out if o.data and (o.data.get("digest") or {}).get("is_leader"))
+        if leaders:
+            self.leader = ",".join(leaders)
+        elif self.exp.schedulers.mode != "active-active":
+            self.leader = None
+
     def final_api_state(self, attempts: int = 20) -> dict[str, Any] | None:
         """What the API server holds at the end, ``{"rv", "kinds": {kind: {key: resourceVersion}}}``
         (the consistency checker folds the events up to ``rv`` and compares). The kinds are listed
@@ -435,11 +444,7 @@ class LiveLifecycle(EngineParts):
                 slot.last_stats = data.get("stats") or {}
             out.append(Observation(name=name, generation=slot.generation,
                                    alive=data is not None, data=data))
-        leaders = sorted(o.name for o in out if o.data and (o.data.get("digest") or {}).get("is_leader"))
-        if leaders:
-            self.leader = ",".join(leaders)
-        elif self.exp.schedulers.mode != "active-active":
-            self.leader = None
+        self.note_leaders(out)
         return out
 
     # -- end ----------------------------------------------------------------------------------

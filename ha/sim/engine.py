@@ -277,11 +277,7 @@ class SimEngine(EngineParts):
                 slot.last_stats = data.get("stats") or {}
             out.append(Observation(name=name, generation=slot.generation, alive=data is not None,
                                    data=data))
-        leaders = sorted(o.name for o in out if o.data and (o.data.get("digest") or {}).get("is_leader"))
-        if leaders:
-            self.leader = ",".join(leaders)
-        elif self.exp.schedulers.mode != "active-active":
-            self.leader = None
+        self.note_leaders(out)
         return out
 
     # -- end -----------------------------------------------------------------------------------
