@@ -139,13 +139,14 @@ HEADLINE = ("allocation_drift", "wasted_evictions", "cyclic_evictions", "overcom
 
 def sweep_runs(folder: Path) -> dict[str, dict[int, dict]]:
     """{profile: {seed: measure(cell)}} of a sweep folder's finished cells (its base grid: no --set)."""
+    from ha.experiment.sweep import cell_done
     sweep = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
     profiles = (sweep.get("grid") or {}).get("profiles") or sorted(p.name for p in (folder / "cells").iterdir())
     out: dict[str, dict[int, dict]] = {}
     for prof in profiles:
         runs: dict[int, dict] = {}
         for cell in sorted((folder / "cells" / prof / "base").glob("seed-*")):
-            if (cell / "metrics.json").exists() and (cell / "timeseries.csv").exists():
+            if cell_done(cell):   # finished, not half-written or failed
                 runs[int(cell.name.split("-", 1)[1])] = measure(cell)
         out[prof] = runs
     return out

@@ -69,8 +69,8 @@ def agreement(folders: list[Path], docs: list[dict[str, Any]], metrics: tuple[st
         for i, a in enumerate(profiles):
             for b in profiles[i + 1:]:
                 verdicts = []
+                seeds = sorted(set(common[a]) & set(common[b]))
                 for k, v in enumerate(values):
-                    seeds = sorted(set(common[a]) & set(common[b]))
                     d = paired_difference({s: v[a][s][m] for s in seeds}, {s: v[b][s][m] for s in seeds},
                                           seed=derive_seed(seed, m, a, b, k))
                     verdicts.append({"mean": d["mean"], "ci95": d["ci95"], "verdict": d["verdict"], "n": d["n"]})
