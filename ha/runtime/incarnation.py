@@ -300,8 +300,12 @@ class Incarnation:
         shared with the informers (loop) and the bind worker through the cache's lock.
         ``flush_binds`` (step-wise drivers): return only once this session's binds are written or
         failed; the session loop leaves them to the bind worker, like Volcano."""
+        from cluster_state.gcpause import gc_paused
         owner, cache = self.owner, self.cache
-        res = self.scheduler.run_once(session_hook=owner.session_hook)
+        # a session's snapshot is millions of objects that die with it: automatic collections
+        # in the middle would walk them (and the young part of the cache) again and again
+        with gc_paused():
+            res = self.scheduler.run_once(session_hook=owner.session_hook)
         if flush_binds:
             cache.process_bind_task()                     # what is still queued, here
             self.bind_worker.wait_idle_blocking(120.0)    # and the batch the worker may have

@@ -1011,7 +1011,7 @@ class SchedulerCache:
         """For every Allocated, Pending and Pipelined task of the (session) job: PodScheduled=False
         with TaskSchedulingReason; v1.14.0 also writes the nomination of a Pipelined context whose
         eviction occurred (PR #5045 / cache_pipeline removes that)."""
-        base = job.fit_error() or ALL_NODE_UNAVAILABLE_MSG
+        base = None    # job.fit_error() walks the job: only when a task needs it
         session_end_nomination = not self.switches.cache_pipeline
         for st in (ALLOCATED, PENDING, PIPELINED):
             for t in list((job.task_status_index.get(st) or _EMPTY).values()):
@@ -1019,6 +1019,8 @@ class SchedulerCache:
                     continue
                 reason, msg, nnn = job.task_scheduling_reason(t.uid)
                 if not msg:
+                    if base is None:
+                        base = job.fit_error() or ALL_NODE_UNAVAILABLE_MSG
                     msg = base
                 try:
                     self.task_unschedulable(t, reason, msg, nnn if session_end_nomination else "")

@@ -115,6 +115,7 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
         _collect(ssn, res)
         res.panic = str(e)
     res.duration_s = time.perf_counter() - t0
+    ssn.release()
     return res
 
 

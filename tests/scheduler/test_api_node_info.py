@@ -125,3 +125,52 @@ def test_underflow_is_detected():
     ni.used.milli_cpu = 0   # corrupt: RemoveTask's asserting Sub must notice
     with pytest.raises(ResourceUnderflow):
         ni.remove_task(t)
+
+
+def _clone_by_add_task(ni: NodeInfo) -> NodeInfo:
+    """Volcano's Clone spelled out: NewNodeInfo + AddTask of every task, errors ignored."""
+    res = NodeInfo(ni.node)
+    for t in ni.tasks.values():
+        try:
+            res.add_task(t)
+        except TaskNodeError:
+            pass
+    res.others = dict(ni.others)
+    res.bind_generation = ni.bind_generation
+    return res
+
+
+def test_clone_equals_add_task_of_every_task_for_every_status():
+    """The snapshot's clone loop (no add_task call per task) gives what add_task gives: the same
+    tasks in the same order, the same four resources, Binding tasks dropped where AddTask fails."""
+    import random
+    rng = random.Random(5)
+    statuses = [S.RUNNING, S.RELEASING, S.PIPELINED, S.BINDING, S.BOUND, S.ALLOCATED, S.UNKNOWN]
+    for trial in range(40):
+        ni = NodeInfo(make_node("n1", cpu=rng.choice([4000, 8000]), memory=rng.choice([4, 8]) * G, pods=30))
+        for i in range(rng.randint(0, 14)):
+            st = rng.choice(statuses)
+            t = task(f"p{i}", rng.choice([250, 1000, 1500]), rng.choice([G // 2, G, 2 * G]), status=st,
+                     node="" if st == S.PIPELINED else "n1")
+            try:
+                ni.add_task(t)
+            except TaskNodeError:
+                pass
+        if trial % 3 == 0:     # shrink the node: Binding tasks may no longer fit on a re-add
+            ni.set_node(make_node("n1", cpu=1000, memory=1 * G, pods=30))
+        want, got = _clone_by_add_task(ni), ni.clone()
+        assert list(got.tasks) == list(want.tasks), trial
+        for k in want.tasks:
+            a, b = got.tasks[k], want.tasks[k]
+            assert (a.status, a.node_name, a.uid) == (b.status, b.node_name, b.uid) and a is not ni.tasks[k]
+        for r in ("idle", "used", "releasing", "pipelined", "allocatable", "capacity"):
+            assert getattr(got, r).to_plain() == getattr(want, r).to_plain(), (trial, r)
+        assert got.state == want.state and got.name == want.name
+
+
+def test_clone_shares_each_task_request_and_the_pod():
+    """Requests are never mutated in place, so a clone shares them (Volcano copies them)."""
+    t = task("p1", 1000, G)
+    c = t.clone()
+    assert c.resreq is t.resreq and c.init_resreq is t.init_resreq and c.pod is t.pod
+    assert c.k8s_requests is t.k8s_requests

@@ -79,8 +79,8 @@ def test_clone_drops_eviction_occurred_shares_pod():
     assert c.pod is t.pod and not c.eviction_occurred
     assert c.last_transaction.eviction_occurred and c.last_transaction is not t.last_transaction
     assert c.node_name == "n1" and c.status == S.PIPELINED and c.nominated_node_name == "n1"
-    c.resreq.milli_cpu = 1
-    assert t.resreq.milli_cpu == 1000
+    # the requests are shared (never mutated in place; Volcano clones them)
+    assert c.resreq is t.resreq and c.init_resreq is t.init_resreq and c.resreq.milli_cpu == 1000
 
 
 def _job(n_pending=0, n_running=0, n_pipelined=0, min_member=1, roles=None):

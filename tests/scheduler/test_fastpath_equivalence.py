@@ -340,6 +340,11 @@ def _session_state(ssn: Any) -> dict:
                 for name, v in sorted(view.items())},
         "tasks": sorted((t.pod_key, str(t.status), t.node_name) for j in ssn.jobs.values() for t in j.tasks.values()),
         "rng": ssn.rng.random(),  # the same number of draws on both paths
+        # every task's FitErrors: the summary, the nodes and each node's message, in scan order
+        "fit_errors": sorted((j.uid, tid, fe.error(), sorted(fe.get_unschedulable_and_unresolvable_nodes()),
+                              [(name, e.error()) for name, e in fe.nodes.items()])
+                             for j in ssn.jobs.values() for tid, fe in j.nodes_fit_errors.items()
+                             if fe is not None),
     }
 
 
@@ -510,14 +515,14 @@ def test_hard_topology_gangs_stay_in_one_allowed_hypernode() -> None:
 
 def test_scenarios_exercise_pipelines_evictions_and_failures() -> None:
     """The workloads above are not trivial: there are pipelines, evictions, tasks without a
-    feasible node (the scalar re-scan for FitErrors) and tasks the fast path hands to the scalar
+    feasible node (FitErrors built from the arrays) and tasks the fast path hands to the scalar
     predicate (selectors, required node affinity, host ports, task roles)."""
     pipelines = evictions = reruns = scalar_predicates = 0
     for seed, prof, kind, nominated in (CASES[0], CASES[1], CASES[12]):
         out, info = run(workload(seed, nominated=nominated), prof, kind, True)
         pipelines += sum(len(s["pipelined"]) + len(s["committed_pipelines"]) for s in out)
         evictions += sum(len(s["evictions"]) for s in out)
-        reruns += sum(p.stats["scalar_rerun"] for p in info["paths"])
+        reruns += sum(p.stats["vector_fit_errors"] for p in info["paths"])
         scalar_predicates += sum(p.stats["scalar_predicate"] for p in info["paths"])
     assert pipelines > 0
     assert evictions > 0

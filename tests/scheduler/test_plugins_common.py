@@ -212,6 +212,21 @@ def test_k8s_view_counts_every_task_and_follows_handlers():
     assert view.requested["cpu"] == 2000
 
 
+def test_the_k8s_view_keeps_each_pods_requests_on_the_task_and_follows_a_new_pod():
+    """The view's per-pod requests are parsed once, into the cell a task shares with its clones
+    (the next session's snapshot reads them from there), and parsed again for another pod."""
+    from ha.scheduler.plugins.k8s_nodes import task_pod_requests
+    t = TaskInfo(pod("p", cpu=1500, mem=None, node="n1", phase="Running"))
+    assert t.k8s_requests == [None]
+    clone = t.clone()
+    got = task_pod_requests(clone)
+    assert got[:2] == ({"cpu": 1500}, {"cpu": 1500, "memory": 200 * MI}) and got[3] is False
+    assert task_pod_requests(t) is got                      # the original sees the clone's work
+    t.pod = pod("p", cpu=250, mem=None, node="n1", phase="Running")   # another pod object
+    assert task_pod_requests(t)[:2] == ({"cpu": 250}, {"cpu": 250, "memory": 200 * MI})
+    assert task_pod_requests(clone)[:2] == ({"cpu": 1500}, {"cpu": 1500, "memory": 200 * MI})
+
+
 def test_production_defaults_leave_hierarchy_and_cluster_order_off():
     """plugins/defaults.go turns every unset enabled* flag on except enableHierarchy and
     enableClusterOrder: an experiment's capacity plugin is flat unless the file asks for the tree

@@ -435,15 +435,18 @@ class AllocateAction:
                       and task.status == TaskStatus.PIPELINED and task.node_name == nn.name):
                     # seed 000, Problem 2: the stale reservation goes, the node scan decides
                     stmt.un_pipeline_in_session(task)
-            fast_sel = None
+            fast_sel = vector_fe = None
             if not predicate_nodes:
                 if fast_ok:
-                    # vectorised scan with the same result; empty: the scalar scan below
-                    # produces the exact FitErrors
+                    # vectorised scan with the same result; empty: the FitErrors from the
+                    # arrays, or (when they cannot tell) from the scalar scan below
                     fast_sel = self.fastpath.predicate_nodes(task, ph, self.enable_predicate_error_cache)
                     if fast_sel is not None and len(fast_sel) == 0:
                         fast_sel = None
-                if fast_sel is None:
+                        vector_fe = self.fastpath.fit_errors(task, ph, self.predicate)
+                if vector_fe is not None:
+                    fit_errors = vector_fe
+                elif fast_sel is None:
                     predicate_nodes, fit_errors = ph.predicate_nodes(task, nodes, self.predicate,
                                                                      self.enable_predicate_error_cache)
             if fast_sel is None and not predicate_nodes:

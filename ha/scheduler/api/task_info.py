@@ -212,6 +212,10 @@ class TaskInfo:
         "last_transaction", "priority", "volume_ready", "preemptable", "best_effort",
         "has_restartable_init_container", "sch_gated", "revocable_zone", "numa_info", "pod",
         "custom_bind_err_handler", "custom_bind_err_handler_succeeded", "__weakref__",
+        # a one-element list shared by the task and its clones: the k8s framework's requests of
+        # ``pod``, filled on first use by a session's k8s node view (plugins/k8s_nodes.py) -- on
+        # a snapshot's clone, and so for the cache's task and the next sessions' clones too
+        "k8s_requests",
     )
 
     def __init__(self, pod: dict, switches: Any = None, init_req: Resource | None = None):
@@ -242,6 +246,7 @@ class TaskInfo:
         self.nominated_node_name = nominated
         self.job_allocated_hyper_node = ""
         self.status = task_status
+        self.k8s_requests = [None]
         self.last_transaction = None
         self.priority = _base_priority(spec, ann)
         self.volume_ready = False
@@ -348,15 +353,18 @@ class TaskInfo:
     # ---- clone --------------------------------------------------------------------------------
     def clone(self) -> "TaskInfo":
         """Volcano's Clone: a new context with only NodeName, Status (and PR's NominatedNodeName);
-        ``eviction_occurred`` and ``job_allocated_hyper_node`` are dropped; the pod is shared."""
+        ``eviction_occurred`` and ``job_allocated_hyper_node`` are dropped; the pod is shared.
+        So are the two requests, which Volcano clones: nothing mutates a task's ``resreq`` or
+        ``init_resreq`` in place (they are only read, or added into other resources; the
+        construction already makes them one object), and a snapshot clones 200,000 tasks."""
         t = TaskInfo.__new__(TaskInfo)
         t.uid = self.uid
         t.job = self.job
         t.name = self.name
         t.namespace = self.namespace
         t.task_role = self.task_role
-        t.resreq = self.resreq.clone()
-        t.init_resreq = self.init_resreq.clone()
+        t.resreq = self.resreq
+        t.init_resreq = self.init_resreq
         t.node_name = self.node_name
         t.eviction_occurred = False
         t.nominated_node_name = self.nominated_node_name
@@ -373,6 +381,7 @@ class TaskInfo:
         t.revocable_zone = self.revocable_zone
         t.numa_info = self.numa_info
         t.pod = self.pod
+        t.k8s_requests = self.k8s_requests
         t.custom_bind_err_handler = None
         t.custom_bind_err_handler_succeeded = False
         return t

@@ -1,6 +1,7 @@
 """Status enums and small value types (``api/types.go``, ``api/unschedule_info.go``)."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
@@ -138,7 +139,8 @@ POD_REASON_SCHEDULER_ERROR = "SchedulerError"
 
 
 class FitError(Exception):
-    """Why one task does not fit one node."""
+    """Why one task does not fit one node. The message is formatted when asked for: a scan of
+    5,000 nodes makes 5,000 of these, and almost none is ever printed."""
 
     def __init__(self, task_namespace: str, task_name: str, node_name: str,
                  status: list[Status] | None = None):
@@ -146,7 +148,7 @@ class FitError(Exception):
         self.task_name = task_name
         self.node_name = node_name
         self.status = StatusSets(status or [])
-        super().__init__(self.error())
+        super().__init__()
 
     @classmethod
     def new(cls, task, node, *messages: str) -> "FitError":
@@ -168,19 +170,54 @@ class FitError(Exception):
     def __str__(self) -> str:
         return self.error()
 
+    def __repr__(self) -> str:
+        return f"FitError({self.error()!r})"
 
-@dataclass
+
 class FitErrors:
-    """Per-node fit errors of one task, summarised like Volcano's ``FitErrors.Error()``."""
-    nodes: dict[str, FitError] = field(default_factory=dict)
-    hyper_node: str = ""
-    err: str = ""
+    """Per-node fit errors of one task, summarised like Volcano's ``FitErrors.Error()``.
+
+    Besides ``set_node_error`` (one FitError a node), a scan can hand over its verdicts in bulk
+    (``set_scan``): node names in scan order, each with an index into a small table of statuses
+    (every node that failed for the same reason shares it) or ``-1`` with a FitError of its own.
+    ``nodes`` materialises the per-node FitErrors in scan order only when read; ``error()`` and
+    ``get_unschedulable_and_unresolvable_nodes()`` work on the table directly. The summary is
+    computed once and kept until the errors change."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, FitError] = {}
+        self._scan: tuple | None = None   # (task ns, task name, names, codes, statuses, own)
+        self.hyper_node = ""
+        self.err = ""
+        self._msg: str | None = None
+
+    # -- contents -----------------------------------------------------------------------------
+    @property
+    def nodes(self) -> dict[str, FitError]:
+        if self._scan is not None:
+            ns, name, names, codes, statuses, own = self._scan
+            self._scan = None
+            out: dict[str, FitError] = {}
+            for node, code in zip(names, codes):
+                out[node] = own[node] if code < 0 else FitError(ns, name, node, [statuses[code]])
+            out.update(self._nodes)
+            self._nodes = out
+        return self._nodes
+
+    def set_scan(self, task_namespace: str, task_name: str, names: list[str], codes: list[int],
+                 statuses: list[Status], own: dict[str, FitError]) -> None:
+        """Every node of one scan at once (see the class docstring); replaces what was set."""
+        self._nodes = {}
+        self._scan = (task_namespace, task_name, list(names), list(codes), list(statuses), dict(own))
+        self._msg = None
 
     def set_error(self, err: str) -> None:
         self.err = err
+        self._msg = None
 
     def set_hyper_node(self, hyper_node: str) -> None:
         self.hyper_node = hyper_node
+        self._msg = None
 
     def set_node_error(self, node_name: str, err: BaseException | str) -> None:
         if isinstance(err, FitError):
@@ -189,28 +226,58 @@ class FitErrors:
         else:
             fe = FitError("", "", node_name, [Status(StatusCode.ERROR, str(err))])
         self.nodes[node_name] = fe
+        self._msg = None
+
+    def __len__(self) -> int:
+        if self._scan is not None:
+            return len(self._scan[2]) + sum(1 for n in self._nodes if n not in self._scan[5])
+        return len(self._nodes)
+
+    def _reason_counts(self) -> dict[str, int]:
+        hist: dict[str, int] = {}
+        if self._scan is not None:
+            _, _, _, codes, statuses, own = self._scan
+            for c, k in Counter(codes).items():
+                if c >= 0:
+                    r = statuses[c].reason
+                    if r:
+                        hist[r] = hist.get(r, 0) + k
+            fes = list(own.values())
+        else:
+            fes = list(self._nodes.values())
+        for fe in fes:
+            for r in fe.reasons():
+                hist[r] = hist.get(r, 0) + 1
+        return hist
 
     def get_unschedulable_and_unresolvable_nodes(self) -> set[str]:
-        return {fe.node_name for fe in self.nodes.values()
+        if self._scan is not None:
+            _, _, names, codes, statuses, own = self._scan
+            hit = {c for c, st in enumerate(statuses) if st.code == StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE}
+            return ({n for n, c in zip(names, codes) if c in hit}
+                    | {n for n, fe in own.items() if fe.status.contains_unschedulable_and_unresolvable()})
+        return {fe.node_name for fe in self._nodes.values()
                 if fe.status.contains_unschedulable_and_unresolvable()}
 
     def error(self) -> str:
+        if self._msg is not None:
+            return self._msg
         if not self.err:
-            self.err = f"0/{len(self.nodes)} nodes are unavailable"
-        if not self.nodes:
+            self.err = f"0/{len(self)} nodes are unavailable"
+        if not len(self):
             return self.err
-        hist: dict[str, int] = {}
-        for fe in self.nodes.values():
-            for r in fe.reasons():
-                hist[r] = hist.get(r, 0) + 1
-        parts = sorted(f"{v} {k}" for k, v in hist.items())
+        parts = sorted(f"{v} {k}" for k, v in self._reason_counts().items())
         msg = f"{self.err}: {', '.join(parts)}."
         if self.hyper_node:
             msg = f"In hyperNode {self.hyper_node}: {msg}"
+        self._msg = msg
         return msg
 
     def __str__(self) -> str:
         return self.error()
+
+    def __repr__(self) -> str:
+        return f"FitErrors({self.error()!r})"
 
 
 def wrap_insufficient_resource_reason(resources: list[str]) -> str:

@@ -30,7 +30,8 @@ Whatever it does not cover falls back to the scalar code: per session (plugins w
 node-order / map / reduce / best-node functions other than ``predicates``, ``nodeorder``,
 ``binpack``; a node without a Node object; values beyond 2**53), per task (a task role with the
 predicate error cache on, preferred node affinity or GPU requests for scoring, …) and per call
-(no feasible node: the scalar scan runs to produce the exact FitErrors).
+(no feasible node: the FitErrors are built from the arrays — ``fit_errors`` — with the scalar
+predicate only on the nodes whose resources fit; the scalar scan reruns if that disagrees).
 
 ``ENABLED`` (env ``HA_ALLOCATE_FASTPATH=0`` turns it off) is read when a session's allocate starts.
 """
@@ -161,7 +162,8 @@ class AllocateFastPath:
         self.to_find = calculate_num_of_feasible_nodes_to_find(self.n)
         self.chunk = max(2 * self.to_find, 512)
         self.tasks: dict[Any, _TaskFacts] = {}
-        self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0}
+        self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0,
+                      "vector_fit_errors": 0}
 
         # plugins
         pred = ssn.plugins.get("predicates") if _names(ssn, "enabled_predicate", ssn.predicate_fns) else None
@@ -450,6 +452,52 @@ class AllocateFastPath:
         _set_last_index(ph._owner, (start + processed) % n)
         self.stats["fast"] += 1
         return sel
+
+    def fit_errors(self, task: Any, ph: Any, predicate: Any) -> Any:
+        """The FitErrors of the scalar scan for a task ``predicate_nodes`` found no node for (call
+        it right after that empty answer: the start index is where that scan began), without
+        calling ``predicate`` on every node: a node whose FutureIdle does not hold the request
+        fails the scalar predicate's first check, with "Insufficient <first such dimension>" in
+        ``less_equal_with_resources_name``'s order; only the other nodes (and a Pipelined task's
+        own node, whose FutureIdle differs with self-exclusion) go through ``predicate``. None
+        when the scalar scan must run (a node the arrays call infeasible that ``predicate``
+        accepts, or a switch that changes the predicate)."""
+        from ha.scheduler.framework.util import _get_last_index
+        from ha.scheduler.api.types import FitErrors, Status, StatusCode, wrap_insufficient_resource_reason
+        ssn = self.ssn
+        if getattr(ssn.switches, "planted_skip_fit", False) or not self.built or self.dirty:
+            return None
+        f = self.tasks.get(task.uid)
+        if f is None:
+            return None
+        n = self.n
+        start = _get_last_index(ph._owner) % n
+        order = np.concatenate([np.arange(start, n), np.arange(0, start)])
+        fi = self.fi[f.rows][:, order]
+        short = (f.req - fi) >= _EPS                 # dims x nodes: the request does not fit
+        first = np.where(short.any(axis=0), short.argmax(axis=0), -1)
+        dims = [self.dims[r] for r in f.rows.tolist()]
+        statuses = [Status(StatusCode.UNSCHEDULABLE, wrap_insufficient_resource_reason([d])) for d in dims]
+        j0 = self.index.get(task.node_name, -1) if (
+            self.self_exclusion and task.status == TaskStatus.PIPELINED) else -1
+        nl = self.node_list
+        codes = first.tolist()
+        order_l = order.tolist()
+        own: dict[str, Any] = {}
+        for k in np.flatnonzero(first < 0).tolist() + ([order_l.index(j0)] if j0 >= 0 else []):
+            node = nl[order_l[k]]
+            err = predicate(task, node)
+            if err is None:
+                return None
+            own[node.name] = err
+            codes[k] = -1
+        names = [nl[j].name for j in order_l]
+        for name, err in own.items():
+            err.node_name = name
+        fe = FitErrors()
+        fe.set_scan(task.namespace, task.name, names, codes, statuses, own)
+        self.stats["vector_fit_errors"] += 1
+        return fe
 
     def _toleration_block(self, tolerations: list) -> np.ndarray:
         """Nodes the predicates plugin rejects for a pod with these tolerations because of

@@ -88,6 +88,24 @@ def cached_pod_requests(memo: dict | None, pod: dict, non_zero: bool) -> dict[st
     return out
 
 
+def task_pod_requests(task: Any) -> tuple[dict[str, int], dict[str, int], dict, bool] | None:
+    """``(pod_requests(pod), pod_requests(pod, non_zero), pod, has_pod_affinity(pod))`` of a
+    TaskInfo, kept in the cell the task shares with its clones (``TaskInfo.k8s_requests``), so
+    that the view of 100,000 placed pods is not re-parsed every session; recomputed when the
+    task's pod is another object. None for an object without that cell. Callers must not mutate
+    the dicts."""
+    cell = getattr(task, "k8s_requests", None)
+    if cell is None:
+        return None
+    got = cell[0]
+    pod = task.pod
+    if got is None or got[2] is not pod:
+        got = (pod_requests(pod, non_zero=False), pod_requests(pod, non_zero=True), pod,
+               has_pod_affinity(pod))
+        cell[0] = got
+    return got
+
+
 def has_pod_affinity(pod: dict) -> bool:
     """k8s podWithAffinity: the pod has a podAffinity or podAntiAffinity section."""
     aff = (((pod or _EMPTY).get("spec") or _EMPTY).get("affinity"))
@@ -171,11 +189,25 @@ class K8sNodeInfo:
         return sum(self.pods.values())
 
     def add_pod(self, task: Any) -> None:
-        self.pods[task.uid] = self.pods.get(task.uid, 0) + 1
-        self.pod_objs[task.uid] = task.pod
-        self._account(task.pod, +1)
-        if self.affinity_index is not None and self.affinity_index.account(self.name, task.pod, +1):
-            self.affinity_pods[task.uid] = task.pod
+        uid, pod = task.uid, task.pod
+        pods = self.pods
+        pods[uid] = pods.get(uid, 0) + 1
+        self.pod_objs[uid] = pod
+        if self.sink is not None:
+            self.sink.add(self.name)
+        reqs = task_pod_requests(task)
+        if reqs is None:
+            self._account(pod, +1)
+            with_affinity = self.affinity_index is not None and self.affinity_index.account(self.name, pod, +1)
+        else:
+            for target, part in ((self.requested, reqs[0]), (self.non_zero_requested, reqs[1])):
+                for k, v in part.items():
+                    target[k] = target.get(k, 0) + v
+            # most pods have no pod (anti-)affinity: the index is not asked
+            with_affinity = reqs[3] and self.affinity_index is not None and self.affinity_index.account(
+                self.name, pod, +1)
+        if with_affinity:
+            self.affinity_pods[uid] = pod
 
     def remove_pod(self, task: Any) -> bool:
         """Remove one copy; False (nothing changes) when the pod is not on this node."""
