@@ -404,6 +404,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         out["raw_watch_error"] = raw.error
         out["rss_max_bytes"] = dict(sampler.rss_max)
         out["errors"] = {n: {k: sampler.stats[n].get(k) for k in ("errors", "session_errors",
+                                                                 "recent_session_errors",
                                                                  "fatal_cache_errors", "last_error")}
                          for n in names}
         out["leader"] = next((n for n in names if sampler.stats[n].get("is_leader")), None)
@@ -494,6 +495,22 @@ def result_from(m: dict, quick: bool) -> BenchResult:
                        extra=extra)
 
 
-def run(quick: bool) -> BenchResult:
-    m = measure(QUICK if quick else FULL)
+def run(quick: bool, where: str = "actors", sessions: str = "5") -> BenchResult:
+    """``where``: ``actors`` (the benchmark above) or ``model`` (the same cluster in one scheduler
+    cache in this process, the session timed phase by phase: ha/bench/scale_model.py);
+    ``sessions``: how many sessions the model samples per window."""
+    from ha.errors import BadInput
+    sz = QUICK if quick else FULL
+    if where == "model":
+        from ha.bench import scale_model
+        try:
+            n = int(sessions)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise BadInput(f"bench scale: sessions: a positive integer, got {sessions!r}")
+        return scale_model.result_from(scale_model.measure(sz, n), sz, quick)
+    if where != "actors":
+        raise BadInput(f"bench scale: where: 'actors' or 'model', got {where!r}")
+    m = measure(sz)
     return result_from(m, quick)

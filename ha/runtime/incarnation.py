@@ -324,6 +324,7 @@ class Incarnation:
         owner.sessions += 1
         owner.last_session_ms = res.duration_s * 1000.0
         owner.session_errors += len(res.errors)
+        owner.recent_session_errors.extend(res.errors[:5])
         if res.fatal:
             owner.fatal(f"session: {res.fatal}")
         elif res.panic:

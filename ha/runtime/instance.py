@@ -60,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import deque
 import random
 import shutil
 import socket
@@ -241,6 +242,8 @@ class SchedulerInstance:
         # counters that survive in-process restarts
         self.sessions = 0
         self.session_errors = 0
+        # the last few errors sessions recorded (a count alone does not say what went wrong)
+        self.recent_session_errors: deque = deque(maxlen=5)
         self.errors = 0
         self.fatal_cache_errors = 0
         self.panics = 0
@@ -560,6 +563,7 @@ class SchedulerInstance:
                "observed_leader": el.observed_holder() if el is not None else None,
                "identity": el.identity if el is not None else None,
                "errors": self.errors, "session_errors": self.session_errors,
+               "recent_session_errors": list(self.recent_session_errors),
                "fatal_cache_errors": self.fatal_cache_errors, "panics": self.panics,
                "restarts": self.restarts, "incarnation": self.incarnation,
                "became_leader_at": self.became_leader_at,

@@ -96,3 +96,28 @@ def test_bench_scale_quick_json():
     # the instances hold the cluster: more than the process floor
     assert rows["scale-rss-total"]["ratio"] > 1.0
     assert rows["scale-bound-per-s"]["params"]["binds"] > 0
+
+
+def test_the_model_mode_times_each_phase_of_the_same_sessions():
+    """``--param where=model``: the same cluster in one cache, the session split into phases that
+    add up to it; the pending gangs make the actions work (every one of them is examined)."""
+    from ha.bench import scale_model
+    m = scale_model.measure(scale.QUICK, sessions=3)
+    assert len(m["session_s"]) == len(m["baseline_s"]) == 3
+    for secs, parts in ((m["session_s"], m["phases"]), (m["baseline_s"], m["baseline_phases"])):
+        for s, p in zip(secs, parts):
+            assert set(p) == {"snapshot", "plugins_open", "actions", "close"}
+            assert min(p.values()) >= 0.0 and p["snapshot"] > 0.0
+            assert sum(p.values()) == pytest.approx(s, rel=1e-6)
+    r = scale_model.result_from(m, scale.QUICK, quick=True)
+    rows = {x["name"]: x for x in r.extra}
+    assert r.name == "scale-model" and r.value >= rows["scale-model-session-p50"]["value"]
+    assert r.params["session_p99_le_1s"] == (r.value <= 1000.0)
+
+
+def test_the_model_mode_checks_its_parameters():
+    from ha.errors import BadInput
+    with pytest.raises(BadInput, match="where: 'actors' or 'model'"):
+        scale.run(quick=True, where="moon")
+    with pytest.raises(BadInput, match="sessions: a positive integer"):
+        scale.run(quick=True, where="model", sessions="0")
