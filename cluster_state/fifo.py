@@ -62,9 +62,10 @@ class RealFIFO:
         self._signal.set()
 
     def replace(self, items: list[dict], kind: str, resource_version: int, received: float,
-                *, initial: bool) -> None:
+                *, initial: bool, raw: list[bytes] | None = None) -> None:
+        """``raw``: each item's stored bytes (the delivery log writes them as the object)."""
         self._q.append(Delivery(LIST, kind, None, None, resource_version, received,
-                                initial=initial, items=items))
+                                initial=initial, items=items, raw_items=raw))
         if initial:
             self.populated = True
             self.initial_pending += 1
@@ -121,7 +122,7 @@ class DeltaFIFO:
             self.add(d)
 
     def replace(self, items: list[dict], kind: str, resource_version: int, received: float,
-                *, initial: bool) -> None:
+                *, initial: bool, raw: list[bytes] | None = None) -> None:
         listed: set[Key] = set()
         n = 0
         for obj in items:

@@ -375,16 +375,19 @@ class Store:
         if limit is None and continue_ is None and resource_version is None and resource_version_match is None:
             rv, flat = yield self._script("list", info.name)
             pre = f"{namespace}/".encode() if namespace else None
-            items, corrupt = [], []
+            items, corrupt, raw = [], [], []
             for i in range(0, len(flat), 2):
                 k = flat[i]
                 if k[:1] == b"\0" or (pre is not None and not k.startswith(pre)):
                     continue  # status-length fields, other namespaces
+                v = flat[i + 1]
                 try:
-                    items.append(decode(flat[i + 1]))
+                    items.append(decode(v))
                 except CorruptObject as e:
                     corrupt.append((k.decode(errors="replace"), f"stored {info.name} {k!r}: {e.message}"))
-            return ListResult(items, rv, corrupt)
+                else:
+                    raw.append(v)
+            return ListResult(items, rv, corrupt, raw=raw)
         return (yield from self._list_with_options(info, namespace or None, limit, continue_,
                                                    resource_version, resource_version_match))
 
