@@ -161,7 +161,8 @@ class Informer:
                        (log records' wall time, staleness); a simulation gives its virtual ones
       staleness_samples how many staleness samples (ms) to keep
       write_time       fn(obj) -> unix time of the write that produced obj, or None
-      freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered
+      freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered;
+                       the automatic GC paused from start() until then (_InitialListGcPause)
       gc_threshold     gc.set_threshold(*gc_threshold) (process-wide!) at start(), e.g.
                        INSTANCE_GC_THRESHOLD; None leaves the process's setting alone
       gc_refreeze_every with freeze_gc_on_sync (process-wide!): watch pages the reflector
@@ -252,8 +253,8 @@ class Informer:
         loop = asyncio.get_running_loop()
         if self.gc_threshold is not None:
             gc.set_threshold(*self.gc_threshold)
-        if self.freeze_gc_on_sync and not self.has_synced():
-            _initial_list_gc_pause.begin()
+        if self.freeze_gc_on_sync and not self.has_synced() and self.reflector.start_rv is None:
+            _initial_list_gc_pause.begin()   # (a start_rv: no first list to wait for)
             self._gc_paused = True
         self._synced_event = asyncio.Event()
         await self.hook.start(self._deliver)

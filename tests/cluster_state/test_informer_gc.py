@@ -165,8 +165,9 @@ def test_stop_unfreezes_so_a_dropped_cache_is_collected(redis_url, key_prefix):
 def test_the_first_list_runs_with_the_automatic_gc_paused(redis_url, key_prefix):
     """With freeze_gc_on_sync the automatic GC is paused from start() until the first list is
     delivered (its objects all survive: collections during it only walk them), nested across
-    informers (it runs again once the last one synced); without it GC is left alone; an informer
-    stopped before it synced (its list failing) ends its pause too."""
+    informers (it runs again once the last one synced); without it, or with a start_rv (no first
+    list), GC is left alone; an informer stopped before it synced (its list failing) ends its
+    pause too."""
     seen: dict[str, list[bool]] = {"a": [], "b": [], "plain": []}
 
     def recorder(tag):
@@ -194,6 +195,10 @@ def test_the_first_list_runs_with_the_automatic_gc_paused(redis_url, key_prefix)
             await plain.start()
             assert await plain.wait_for_sync(30)
             await plain.stop()
+            replaying = Informer(c, "Pod", freeze_gc_on_sync=True, block_ms=50, start_rv=1)
+            await replaying.start()          # no first list: nothing to pause for
+            assert gc.isenabled() and await replaying.wait_for_sync(30)
+            await replaying.stop()
             failing = Informer(dead, "Pod", freeze_gc_on_sync=True, block_ms=50)
             await failing.start()
             await asyncio.sleep(0.1)
