@@ -50,7 +50,6 @@ class Delivery:
     initial: bool = False        # part of the informer's first list
     tombstone: bool = False      # a delete whose final state is unknown (computed on relist)
     items: list[dict] | None = None   # LIST only: the listed objects
-    raw_items: list[bytes] | None = None   # LIST: each listed object's stored bytes, if known
 
 
 def write_time_of(obj: dict | None) -> float | None:
@@ -196,9 +195,6 @@ class DelayHook:
 
 LOG_FORMAT = "ha-testbed/delivery-log"
 LOG_VERSION = 1
-_FIXMAP = [bytes((0x80 | n,)) for n in range(16)]
-_OBJECT_KEY = msgpack.packb("object")
-_SEQ_KEY = msgpack.packb("seq")
 
 
 class DeliveryLog:
@@ -252,25 +248,6 @@ class DeliveryLog:
             self._buf.append(self._packer.pack(rec))
             if len(self._buf) >= self._flush_every:
                 self.flush()
-        return rec
-
-    def append_encoded(self, rec: dict, obj: dict, encoded: bytes) -> dict:
-        """``append(rec | {"object": obj})`` where ``encoded`` is ``obj`` as msgpack already
-        (``msgpack.unpackb(encoded) == obj``: a listed object's stored bytes): the file gets
-        those bytes instead of encoding the object again -- the same record once read."""
-        n = len(rec)
-        if n > 13 or self.keep or self._fh is None:   # no room in a fixmap, or wanted in memory
-            rec["object"] = obj
-            return self.append(rec)
-        self.seq += 1
-        head = self._packer.pack(rec)
-        # rec's fixmap header counted for "object" and "seq" too, then those two entries
-        self._buf.append(b"".join((_FIXMAP[n + 2], memoryview(head)[1:], _OBJECT_KEY, encoded,
-                                   _SEQ_KEY, self._packer.pack(self.seq))))
-        if len(self._buf) >= self._flush_every:
-            self.flush()
-        rec["object"] = obj
-        rec["seq"] = self.seq
         return rec
 
     def flush(self) -> None:

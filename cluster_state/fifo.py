@@ -62,10 +62,9 @@ class RealFIFO:
         self._signal.set()
 
     def replace(self, items: list[dict], kind: str, resource_version: int, received: float,
-                *, initial: bool, raw: list[bytes] | None = None) -> None:
-        """``raw``: each item's stored bytes (the delivery log writes them as the object)."""
+                *, initial: bool) -> None:
         self._q.append(Delivery(LIST, kind, None, None, resource_version, received,
-                                initial=initial, items=items, raw_items=raw))
+                                initial=initial, items=items))
         if initial:
             self.populated = True
             self.initial_pending += 1
@@ -122,7 +121,7 @@ class DeltaFIFO:
             self.add(d)
 
     def replace(self, items: list[dict], kind: str, resource_version: int, received: float,
-                *, initial: bool, raw: list[bytes] | None = None) -> None:
+                *, initial: bool) -> None:
         listed: set[Key] = set()
         n = 0
         for obj in items:

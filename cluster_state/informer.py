@@ -520,10 +520,6 @@ class Informer:
         listed: dict[Key, dict] = {}
         for obj in d.items or ():
             listed[object_key(obj)] = obj
-        # the log writes a listed object's stored bytes (no second encoding), when it has them
-        raw = d.raw_items if self.log is not None else None
-        encoded = ({id(o): b for o, b in zip(d.items, raw)}
-                   if raw is not None and len(raw) == len(d.items) else None)   # type: ignore[arg-type]
         if self.log is not None:
             self.log.append({"kind": self.kind, "type": LIST, "rv": d.resource_version,
                              "count": len(listed), "relist": not d.initial, "initial": d.initial,
@@ -537,10 +533,10 @@ class Informer:
             old = items.get(key)
             items[key] = new
             if old is None:
-                self._notify_add(new, d, d.initial, encoded[id(new)] if encoded else None)
+                self._notify_add(new, d, d.initial)
             elif _uid(old) != _uid(new):
                 self._notify_delete(old, d, True)
-                self._notify_add(new, d, False, encoded[id(new)] if encoded else None)
+                self._notify_add(new, d, False)
             elif self.resync_unchanged or _rv(old) != _rv(new):
                 self._notify_update(old, new, d)
         if d.initial:
@@ -554,20 +550,17 @@ class Informer:
             self._log_record(typ, obj, d, initial, tombstone)
 
     def _log_record(self, typ: str, obj: dict, d: Delivery, initial: bool,
-                    tombstone: bool, encoded: bytes | None = None) -> None:
+                    tombstone: bool) -> None:
         md = obj.get("metadata") or {}
         relist = d.type in (LIST, REPLACED)
-        rec = {"kind": self.kind, "type": typ, "ns": md.get("namespace") or "",
-               "name": md.get("name"), "uid": md.get("uid"),
-               # a relist's objects (and tombstones) carry their own RV, not an event's
-               "rv": md.get("resourceVersion") if relist or tombstone else d.resource_version,
-               "recv": d.received, "delivered": self.clock(), "wall": self.wall_clock(),
-               "initial": initial, "tombstone": tombstone, "relist": relist}
-        if encoded is not None:   # obj's stored bytes: written as they are
-            self.log.append_encoded(rec, obj, encoded)   # type: ignore[union-attr]
-        else:
-            rec["object"] = obj
-            self.log.append(rec)   # type: ignore[union-attr]
+        self.log.append({"kind": self.kind, "type": typ, "ns": md.get("namespace") or "",  # type: ignore[union-attr]
+                         "name": md.get("name"), "uid": md.get("uid"),
+                         # a relist's objects (and tombstones) carry their own RV, not an event's
+                         "rv": md.get("resourceVersion") if relist or tombstone
+                         else d.resource_version,
+                         "recv": d.received, "delivered": self.clock(), "wall": self.wall_clock(),
+                         "initial": initial, "tombstone": tombstone, "relist": relist,
+                         "object": obj})
 
     def _staleness(self, obj: dict) -> None:
         if self.write_time is write_time_of:   # the default, inlined (once per event)
@@ -589,11 +582,10 @@ class Informer:
         self.staleness_ms.append((self.wall_clock() - wt) * 1000.0)
 
     # (the two hot paths below inline _call and _record: they run once per event)
-    def _notify_add(self, obj: dict, d: Delivery, initial: bool,
-                    encoded: bytes | None = None) -> None:
+    def _notify_add(self, obj: dict, d: Delivery, initial: bool) -> None:
         self.stats.delivered += 1
         if self.log is not None:
-            self._log_record(ADDED, obj, d, initial, False, encoded)
+            self._log_record(ADDED, obj, d, initial, False)
         for b in self._handlers:
             f = b.add
             if f is not None:

@@ -225,9 +225,7 @@ class Reflector:
             self.stats.corrupt += len(bad)
             log.warning("%s list at rv %d skipped %d corrupt objects, e.g. %s", self.kind, rv,
                         len(bad), bad[0])
-        raw = getattr(res, "raw", None)
-        self.fifo.replace(items, self.kind, rv, received, initial=initial,
-                          raw=raw if raw is not None and len(raw) == len(items) else None)
+        self.fifo.replace(items, self.kind, rv, received, initial=initial)
         self.stats.lists += 1
         if not initial:
             self.stats.relists += 1

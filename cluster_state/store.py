@@ -375,19 +375,16 @@ class Store:
         if limit is None and continue_ is None and resource_version is None and resource_version_match is None:
             rv, flat = yield from self._read_all(info)
             pre = f"{namespace}/".encode() if namespace else None
-            items, corrupt, raw = [], [], []
+            items, corrupt = [], []
             for i in range(0, len(flat), 2):
                 k = flat[i]
                 if k[:1] == b"\0" or (pre is not None and not k.startswith(pre)):
                     continue  # status-length fields, other namespaces
-                v = flat[i + 1]
                 try:
-                    items.append(decode(v))
+                    items.append(decode(flat[i + 1]))
                 except CorruptObject as e:
                     corrupt.append((k.decode(errors="replace"), f"stored {info.name} {k!r}: {e.message}"))
-                else:
-                    raw.append(v)
-            return ListResult(items, rv, corrupt, raw=raw)
+            return ListResult(items, rv, corrupt)
         return (yield from self._list_with_options(info, namespace or None, limit, continue_,
                                                    resource_version, resource_version_match))
 

@@ -34,9 +34,6 @@ class ListResult:
     # many items follow (Kubernetes' metadata.continue / metadata.remainingItemCount)
     continue_: str | None = None
     remaining_item_count: int | None = None
-    # the stored bytes of each item (same order) when the read kept them: what a delivery log
-    # writes instead of encoding the objects again (``decode(raw[i]) == items[i]``)
-    raw: list[bytes] | None = None
 
 
 def _rv_of_id(entry_id: bytes) -> int:

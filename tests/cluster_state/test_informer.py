@@ -381,50 +381,6 @@ async def test_delivery_log_round_trip_and_replay(api, aapi, tmp_path):
             for k, o in stores["Pod"].items()} == server_state(api)
 
 
-async def test_a_file_log_writes_listed_objects_as_stored_and_reads_back_the_same(api, aapi, tmp_path):
-    """A file-only delivery log (keep=False) writes a listed object's stored bytes instead of
-    encoding it again (the stored layout's 8-byte resourceVersion shows it in the file); read
-    back, its records are those of a log that encodes every object (keep=True), in memory and
-    on file -- the first list and a relist that finds a re-created object alike."""
-    for i in range(3):
-        api.create(make_pod(f"p{i}", note=f"n{i}"))
-    logs = {"stored": DeliveryLog(tmp_path / "stored.log", keep=False),
-            "encoded": DeliveryLog(tmp_path / "encoded.log", keep=True)}
-    infs = [informer(aapi, log=lg, name=tag) for tag, lg in logs.items()]
-    for inf in infs:
-        await inf.start()
-        assert await inf.wait_for_sync(30)
-        await inf.stop()
-    api.delete("Pod", "p1", NS, grace_period_seconds=0)
-    api.create(make_pod("p1", note="again"))           # same name, new uid
-    api.compact("Pod", api.current_resource_version())
-    for inf in infs:
-        await inf.start()
-        try:
-            await eventually(lambda: inf.stats.relists == 1 and inf.pending() == 0, 30, "relist")
-        finally:
-            await inf.stop()
-    for lg in logs.values():
-        lg.close()
-
-    def comparable(recs):
-        return [{k: v for k, v in r.items() if k not in ("recv", "delivered", "wall")} for r in recs]
-    stored = read_delivery_log(tmp_path / "stored.log")[1]
-    encoded = read_delivery_log(tmp_path / "encoded.log")[1]
-    assert [(r["type"], r.get("tombstone")) for r in stored] == [
-        ("LIST", None), ("ADDED", False), ("ADDED", False), ("ADDED", False),
-        ("LIST", None), ("DELETED", True), ("ADDED", False)]
-    assert sorted(r["name"] for r in stored[1:4]) == ["p0", "p1", "p2"]   # in the hash's order
-    assert [r["name"] for r in stored[5:]] == ["p1", "p1"]
-    assert comparable(stored) == comparable(encoded) == comparable(logs["encoded"].records)
-    raw = (tmp_path / "stored.log").read_bytes()
-    for r in stored:
-        if r["type"] == ADDED:
-            rv = r["object"]["metadata"]["resourceVersion"]
-            assert b"\xcf" + rv.to_bytes(8, "big") in raw
-            assert b"\xcf" + rv.to_bytes(8, "big") not in (tmp_path / "encoded.log").read_bytes()
-
-
 async def test_corrupt_stream_entries_are_counted_and_skipped(api, aapi, redis_url, key_prefix):
     import redis
     api.create(make_pod("before"))
