@@ -50,6 +50,37 @@ def instance_gc_options() -> dict:
             "gc_refreeze_every": INSTANCE_GC_REFREEZE_EVERY}
 
 
+class _InitialListGcPause:
+    """The automatic GC paused while informers with ``freeze_gc_on_sync`` take their first list
+    (process-wide, nested: the GC runs again once the last of them synced or stopped, if it ran
+    when the first began). A first list decodes and keeps every object of its kind, so the
+    automatic collections during it only walk objects that all survive -- in `bench scale` (5,000
+    nodes, 100,000 pods) ~2 s of full collections per instance, a third of its sync. The freeze at
+    sync (a full collection first) still frees whatever cyclic garbage was made meanwhile."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._reenable = False
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._reenable = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._reenable:
+                self._reenable = False
+                gc.enable()
+
+
+_initial_list_gc_pause = _InitialListGcPause()
+
+
 log = logging.getLogger("cluster_state.informer")
 
 
@@ -130,7 +161,8 @@ class Informer:
                        (log records' wall time, staleness); a simulation gives its virtual ones
       staleness_samples how many staleness samples (ms) to keep
       write_time       fn(obj) -> unix time of the write that produced obj, or None
-      freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered
+      freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered;
+                       the automatic GC paused from start() until then (_InitialListGcPause)
       gc_threshold     gc.set_threshold(*gc_threshold) (process-wide!) at start(), e.g.
                        INSTANCE_GC_THRESHOLD; None leaves the process's setting alone
       gc_refreeze_every with freeze_gc_on_sync (process-wide!): watch pages the reflector
@@ -195,6 +227,7 @@ class Informer:
         self._synced_event: asyncio.Event | None = None
         self.delivered_rv = 0      # RV of the latest delivery applied to store + handlers
         self._handler_error_logged = 0
+        self._gc_paused = False    # this informer holds _initial_list_gc_pause (until synced)
 
     # ---------------------------------------------------------------------------------- handlers
     def add_event_handler(self, handler: Any = None, *, on_add=None, on_update=None,
@@ -220,6 +253,9 @@ class Informer:
         loop = asyncio.get_running_loop()
         if self.gc_threshold is not None:
             gc.set_threshold(*self.gc_threshold)
+        if self.freeze_gc_on_sync and not self.has_synced() and self.reflector.start_rv is None:
+            _initial_list_gc_pause.begin()   # (a start_rv: no first list to wait for)
+            self._gc_paused = True
         self._synced_event = asyncio.Event()
         await self.hook.start(self._deliver)
         self._tasks = [loop.create_task(self.reflector.run(), name=f"reflector-{self.name}"),
@@ -246,6 +282,7 @@ class Informer:
         await self.hook.stop()
         if self.log is not None:
             self.log.flush()
+        self._end_gc_pause()
         if self.freeze_gc_on_sync:
             # what was frozen goes back to the oldest generation: the cache this informer fed,
             # cyclic garbage once its owner drops it (an instance's in-process restart), is then
@@ -470,6 +507,12 @@ class Informer:
             if self.freeze_gc_on_sync:
                 gc.collect()
                 gc.freeze()
+            self._end_gc_pause()
+
+    def _end_gc_pause(self) -> None:
+        if self._gc_paused:
+            self._gc_paused = False
+            _initial_list_gc_pause.end()
 
     def _apply_list(self, d: Delivery) -> None:
         """Diff a (re)list against the store (RealFIFO): adds, updates, uid changes, tombstones."""

@@ -151,7 +151,7 @@ class MemoryServer:
         self._waiters: dict[str, list[asyncio.Future]] = {}   # kind -> XREAD BLOCK waiters
         self._touched: dict[str, None] = {}
         self._scripts = {"apply": self._apply, "create": self._create, "bind": self._bind,
-                         "list": self._list, "list_page": self._list_page, "compact": self._compact,
+                         "list_page": self._list_page, "compact": self._compact,
                          "finalize": self._finalize}
         self._commands = {"GET": self._get, "HGET": self._hget, "HMGET": self._hmget,
                           "HGETALL": self._hgetall, "XRANGE": self._xrange, "XREVRANGE": self._xrevrange,
@@ -336,13 +336,6 @@ class MemoryServer:
         a = msgpack.unpackb(packed, raw=True)
         n = (len(a) - 2) // 3
         return [422, 0, None] * n
-
-    def _list(self, kind: str) -> list:
-        objs = self.objects.get(kind, {})
-        flat: list = []
-        for k in sorted(objs):
-            flat += (k, objs[k])
-        return [self.rv, flat]
 
     def _page(self, snap: str, after: bytes, limit: int, vals: dict | None) -> tuple[list, list, int]:
         idx: list[bytes] = self._live(f"{snap}:idx") or []

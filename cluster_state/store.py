@@ -68,7 +68,7 @@ def _load_scripts() -> dict[str, tuple[str, str]]:
     lua = resources.files("cluster_state") / "lua"
     lib = (lua / "lib.lua").read_text()
     out = {}
-    for name in ("apply", "create", "bind", "list", "list_page", "compact", "finalize"):
+    for name in ("apply", "create", "bind", "list_page", "compact", "finalize"):
         src = lib + "\n" + (lua / f"{name}.lua").read_text()
         out[name] = (src, hashlib.sha1(src.encode()).hexdigest())
     return out
@@ -373,7 +373,7 @@ class Store:
             raise BadRequest(f"{info.name} is cluster-scoped; list it without a namespace",
                              kind=info.name, namespace=namespace, field="namespace")
         if limit is None and continue_ is None and resource_version is None and resource_version_match is None:
-            rv, flat = yield self._script("list", info.name)
+            rv, flat = yield from self._read_all(info)
             pre = f"{namespace}/".encode() if namespace else None
             items, corrupt = [], []
             for i in range(0, len(flat), 2):
@@ -387,6 +387,15 @@ class Store:
             return ListResult(items, rv, corrupt)
         return (yield from self._list_with_options(info, namespace or None, limit, continue_,
                                                    resource_version, resource_version_match))
+
+    def _read_all(self, info: KindInfo) -> Op:
+        """(current RV, [field, value, ...] of the kind's hash), read atomically: one MULTI/EXEC
+        (no script: a Lua HGETALL builds the whole reply as a Lua table first, ~2x the server's
+        time for 100,000 pods)."""
+        rv, flat = yield Txn((("GET", self.keys.rv), ("HGETALL", self.keys.obj(info.name))))
+        if isinstance(flat, dict):   # RESP3
+            flat = [x for kv in flat.items() for x in kv]
+        return (int(rv) if rv is not None else 0), flat
 
     # --- list options: paging, resourceVersion semantics ------------------------------------------
     def _list_with_options(self, info: KindInfo, namespace: str | None, limit: object, continue_: object,
@@ -564,7 +573,7 @@ class Store:
             raise Invalid("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, "
                           f"got {resource_version_match!r}", field="resourceVersionMatch", **ref)
         rv = _parse_rv(resource_version, ref)
-        cur, flat = yield self._script("list", info.name)
+        cur, flat = yield from self._read_all(info)
         if rv and rv > cur:
             raise _too_large(rv, cur, info, None)
         pairs = sorted((flat[i], flat[i + 1]) for i in range(0, len(flat), 2) if flat[i][:1] != b"\0")

@@ -424,9 +424,12 @@ class SchedulerCache:
         ni = self.nodes.get(name)
         if ni is not None:
             ni.set_node(node)
+            if name not in self.node_list:   # a placeholder (its pods came first) made real
+                self.node_list.append(name)
         else:
+            # node_list only names nodes of self.nodes: a new one is not in it (no O(n) scan,
+            # which made a list of n nodes O(n^2))
             self.nodes[name] = NodeInfo(node)
-        if name not in self.node_list:
             self.node_list.append(name)
         labels = _md(node).get("labels") or {}
         if self._node_labels.get(name) != labels:

@@ -67,19 +67,31 @@ class CacheEventHandler:
         try:
             fn(*args)
         except self._fatal_error as e:
-            if self._on_fatal is None:
-                if self._on_error is None:
-                    raise
-                self._on_error(e)
-            else:
-                self._on_fatal(e)
+            self._fatal(e)
         except Exception as e:  # noqa: BLE001 — the caller chose to take these
+            self._failed(e)
+
+    # (called inside an ``except`` block: a bare ``raise`` re-raises what is being handled)
+    def _fatal(self, e: BaseException) -> None:
+        if self._on_fatal is None:
             if self._on_error is None:
                 raise
             self._on_error(e)
+        else:
+            self._on_fatal(e)
+
+    def _failed(self, e: Exception) -> None:
+        if self._on_error is None:
+            raise
+        self._on_error(e)
 
     def on_add(self, obj, is_initial_list=False):
-        self._call(self._add, obj)
+        try:   # _call, inlined: once per listed object
+            self._add(obj)
+        except self._fatal_error as e:
+            self._fatal(e)
+        except Exception as e:  # noqa: BLE001
+            self._failed(e)
 
     def on_update(self, old, new):
         if self._update is None:

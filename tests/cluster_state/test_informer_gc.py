@@ -160,3 +160,60 @@ def test_stop_unfreezes_so_a_dropped_cache_is_collected(redis_url, key_prefix):
         assert ref() is None
     finally:
         gc.unfreeze()
+
+
+def test_the_first_list_runs_with_the_automatic_gc_paused(redis_url, key_prefix):
+    """With freeze_gc_on_sync the automatic GC is paused from start() until the first list is
+    delivered (its objects all survive: collections during it only walk them), nested across
+    informers (it runs again once the last one synced); without it, or with a start_rv (no first
+    list), GC is left alone; an informer stopped before it synced (its list failing) ends its
+    pause too."""
+    seen: dict[str, list[bool]] = {"a": [], "b": [], "plain": []}
+
+    def recorder(tag):
+        return lambda obj, initial: seen[tag].append(gc.isenabled())
+
+    async def main():
+        c = AsyncApiClient.from_url(redis_url, key_prefix)
+        dead = AsyncApiClient.from_url("redis://127.0.0.1:1", key_prefix)
+        try:
+            await c.create(pod("p1"))
+            a = Informer(c, "Pod", freeze_gc_on_sync=True, block_ms=50)
+            b = Informer(c, "Pod", freeze_gc_on_sync=True, block_ms=50)
+            a.add_event_handler(on_add=recorder("a"))
+            b.add_event_handler(on_add=recorder("b"))
+            await a.start()
+            await b.start()
+            assert not gc.isenabled()
+            assert await a.wait_for_sync(30)
+            assert await b.wait_for_sync(30)
+            assert gc.isenabled()                 # both synced: running again
+            await a.stop()
+            await b.stop()
+            plain = Informer(c, "Pod", block_ms=50)
+            plain.add_event_handler(on_add=recorder("plain"))
+            await plain.start()
+            assert await plain.wait_for_sync(30)
+            await plain.stop()
+            replaying = Informer(c, "Pod", freeze_gc_on_sync=True, block_ms=50, start_rv=1)
+            await replaying.start()          # no first list: nothing to pause for
+            await asyncio.sleep(0.1)
+            assert gc.isenabled() and replaying.has_synced()
+            await replaying.stop()
+            failing = Informer(dead, "Pod", freeze_gc_on_sync=True, block_ms=50)
+            await failing.start()
+            await asyncio.sleep(0.1)
+            assert not failing.has_synced() and not gc.isenabled()
+            await failing.stop()
+            assert gc.isenabled()
+        finally:
+            await c.close()
+            await dead.close()
+
+    assert gc.isenabled()
+    try:
+        asyncio.run(main())
+    finally:
+        gc.enable()
+        gc.unfreeze()
+    assert seen == {"a": [False], "b": [False], "plain": [True]}

@@ -344,6 +344,17 @@ def test_node_delete_and_update():
     assert "n2" not in cache.nodes and cache.node_list == ["n1"]
 
 
+def test_a_placeholder_node_made_real_joins_the_node_list_once():
+    cache, io = new_cache()
+    cache.add_node(make_node("n1"))
+    cache.add_pod(make_pod("p0", group="pg", node="n9", phase="Running"))   # before its node
+    assert "n9" in cache.nodes and cache.node_list == ["n1"]
+    cache.add_node(make_node("n9"))
+    cache.update_node(None, make_node("n9", cpu=8000))
+    cache.add_node(make_node("n2"))
+    assert cache.node_list == ["n1", "n9", "n2"] and cache.nodes["n9"].idle.milli_cpu == 7000
+
+
 def test_queue_handlers():
     cache, io = new_cache()
     q = make_queue("q1", weight=3)

@@ -12,7 +12,7 @@ from ha.scheduler.conf import default_conf
 from ha.scheduler.interfaces import FixedClock, RecordingIO
 from ha.scheduler.profiles import profile
 from ha.scheduler.scheduler import Scheduler
-from ha.scheduler.wiring import KINDS, build_cache, resolve_switches
+from ha.scheduler.wiring import KINDS, CacheEventHandler, build_cache, resolve_switches
 from tests.scheduler.cachekit import make_node, make_pod, make_pod_group, make_queue
 
 
@@ -62,3 +62,36 @@ def test_an_unknown_profile_is_bad_input_naming_it():
         resolve_switches("nope")
     with pytest.raises(BadInput, match="nope"):
         build_cache(profile="nope")
+
+
+def test_handler_errors_go_where_the_caller_chose():
+    """A FatalCacheError goes to on_fatal (else on_error, else raised); any other exception to
+    on_error (else raised) -- for adds, updates and deletes alike."""
+    from ha.scheduler.api.types import FatalCacheError
+
+    class Cache:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def handlers(self, kind):
+            def boom(*args):
+                raise self.exc
+            return boom, boom, boom
+
+    fatal, other = FatalCacheError("fatal"), ValueError("other")
+    for exc, kw, want in [(fatal, {"on_fatal": 1, "on_error": 1}, "on_fatal"),
+                          (fatal, {"on_error": 1}, "on_error"),
+                          (other, {"on_fatal": 1, "on_error": 1}, "on_error"),
+                          (other, {"on_fatal": 1}, None), (fatal, {}, None)]:
+        got: list = []
+        h = CacheEventHandler(Cache(exc), "Pod",
+                              **{k: (lambda e, k=k: got.append((k, e))) for k in kw})
+        calls = (lambda: h.on_add({}, True), lambda: h.on_update({}, {}), lambda: h.on_delete({}, False))
+        for call in calls:
+            if want is None:
+                with pytest.raises(type(exc)) as info:
+                    call()
+                assert info.value is exc
+            else:
+                call()
+        assert got == ([] if want is None else [(want, exc)] * 3)
