@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from cluster_state import gcpause
 from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED,
                                     WRITE_TIME_ANNOTATION, Delivery, DeliveryHook, DeliveryLog, Key,
                                     PassThrough, object_key, write_time_of)
@@ -50,35 +51,6 @@ def instance_gc_options() -> dict:
             "gc_refreeze_every": INSTANCE_GC_REFREEZE_EVERY}
 
 
-class _InitialListGcPause:
-    """The automatic GC paused while informers with ``freeze_gc_on_sync`` take their first list
-    (process-wide, nested: the GC runs again once the last of them synced or stopped, if it ran
-    when the first began). A first list decodes and keeps every object of its kind, so the
-    automatic collections during it only walk objects that all survive -- in `bench scale` (5,000
-    nodes, 100,000 pods) ~2 s of full collections per instance, a third of its sync. The freeze at
-    sync (a full collection first) still frees whatever cyclic garbage was made meanwhile."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._reenable = False
-
-    def begin(self) -> None:
-        with self._lock:
-            if self._depth == 0:
-                self._reenable = gc.isenabled()
-                gc.disable()
-            self._depth += 1
-
-    def end(self) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0 and self._reenable:
-                self._reenable = False
-                gc.enable()
-
-
-_initial_list_gc_pause = _InitialListGcPause()
 
 
 log = logging.getLogger("cluster_state.informer")
@@ -162,7 +134,7 @@ class Informer:
       staleness_samples how many staleness samples (ms) to keep
       write_time       fn(obj) -> unix time of the write that produced obj, or None
       freeze_gc_on_sync gc.collect() + gc.freeze() (process-wide!) once the first list is delivered;
-                       the automatic GC paused from start() until then (_InitialListGcPause)
+                       the automatic GC paused from start() until then (cluster_state/gcpause.py)
       gc_threshold     gc.set_threshold(*gc_threshold) (process-wide!) at start(), e.g.
                        INSTANCE_GC_THRESHOLD; None leaves the process's setting alone
       gc_refreeze_every with freeze_gc_on_sync (process-wide!): watch pages the reflector
@@ -227,7 +199,7 @@ class Informer:
         self._synced_event: asyncio.Event | None = None
         self.delivered_rv = 0      # RV of the latest delivery applied to store + handlers
         self._handler_error_logged = 0
-        self._gc_paused = False    # this informer holds _initial_list_gc_pause (until synced)
+        self._gc_paused = False    # this informer holds a gcpause (its first list: until synced)
 
     # ---------------------------------------------------------------------------------- handlers
     def add_event_handler(self, handler: Any = None, *, on_add=None, on_update=None,
@@ -254,7 +226,7 @@ class Informer:
         if self.gc_threshold is not None:
             gc.set_threshold(*self.gc_threshold)
         if self.freeze_gc_on_sync and not self.has_synced() and self.reflector.start_rv is None:
-            _initial_list_gc_pause.begin()   # (a start_rv: no first list to wait for)
+            gcpause.begin()   # (a start_rv: no first list to wait for)
             self._gc_paused = True
         self._synced_event = asyncio.Event()
         await self.hook.start(self._deliver)
@@ -370,19 +342,16 @@ class Informer:
         rv = self.reflector.last_synced_rv
         freeze = self.has_synced()   # before sync: freeze_gc_on_sync's collect + freeze comes first
         for i in range(0, len(entries), step):
-            paused = gc.isenabled()
             if freeze:
                 self._collect_young()
-            if paused:
-                gc.disable()
+            gcpause.begin()
             try:
                 got = self._apply_entries(entries[i:i + step] if len(entries) > step else entries,
                                           received, rv)
             finally:
                 if freeze:
                     self._freeze()
-                if paused:
-                    gc.enable()
+                gcpause.end()
             if got > rv:
                 rv = got
         return rv
@@ -512,7 +481,7 @@ class Informer:
     def _end_gc_pause(self) -> None:
         if self._gc_paused:
             self._gc_paused = False
-            _initial_list_gc_pause.end()
+            gcpause.end()
 
     def _apply_list(self, d: Delivery) -> None:
         """Diff a (re)list against the store (RealFIFO): adds, updates, uid changes, tombstones."""
