@@ -280,3 +280,29 @@ async def test_a_standby_resyncs_continuously_without_sessions(api, redis_url, k
     finally:
         for i in insts:
             await i.stop()
+
+
+async def test_stats_name_the_errors_sessions_recorded(api, redis_url, key_prefix):
+    """A count of session errors says that something failed; the stats also say what (the last
+    few messages, newest last)."""
+    create_jobs(api, n_jobs=1, size=1)
+    inst = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, mode="active-active",
+                                             period_s=MANUAL))
+    await inst.start()
+    try:
+        assert await inst.wait_synced(60)
+        assert (await inst.stats())["recent_session_errors"] == []
+        inst.session_hook = lambda ssn: [ssn.record_error(f"planted {i}") for i in range(7)]
+        await inst.run_session_now()
+        st = await inst.stats()
+        assert st["session_errors"] == 7
+        assert st["recent_session_errors"] == ["planted 0", "planted 1", "planted 2", "planted 3",
+                                               "planted 4"]
+        inst.session_hook = lambda ssn: ssn.record_error("planted later")
+        await inst.run_session_now()
+        st = await inst.stats()
+        assert st["session_errors"] == 8
+        assert st["recent_session_errors"] == ["planted 1", "planted 2", "planted 3", "planted 4",
+                                               "planted later"]
+    finally:
+        await inst.stop()
