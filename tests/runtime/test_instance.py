@@ -298,6 +298,13 @@ async def test_stats_name_the_errors_sessions_recorded(api, redis_url, key_prefi
         assert st["session_errors"] == 7
         assert st["recent_session_errors"] == ["planted 0", "planted 1", "planted 2", "planted 3",
                                                "planted 4"]
+
+        async def caught_up() -> bool:
+            # the first session's writes back in the cache: the next one's PodGroup copy is not
+            # stale, so its status write meets no 409 (an error of its own)
+            rvs = (await inst.digest())["rvs"]
+            return max(rvs.values()) >= api.current_resource_version()
+        assert await wait_for(caught_up)
         inst.session_hook = lambda ssn: ssn.record_error("planted later")
         await inst.run_session_now()
         st = await inst.stats()
