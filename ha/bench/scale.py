@@ -462,6 +462,9 @@ def result_from(m: dict, quick: bool) -> BenchResult:
               "arrivals_gangs_per_s": sz["rate_gangs_per_s"], "leader": m["leader"],
               "actions": list(sz["actions"]), "tiers": "Volcano's default plugins, every enabled* on",
               "sessions": len(m["sessions_ms"]), "sessions_skipped": m["sessions_skipped"],
+              # every sampled session in order (a p99 over a few sessions is their max)
+              "sessions_ms_in_order": [round(x) for x in m["sessions_ms"]],
+              "baseline_sessions_ms_in_order": [round(x) for x in m["baseline_sessions_ms"]],
               "sync_s": {n: round(v, 2) for n, v in m["sync_s"].items()},
               "rss_mib": {n: round(v / mib) for n, v in rss.items()},
               "rss_after_sync_mib": {n: round(v / mib) for n, v in m["rss_after_sync_bytes"].items()},

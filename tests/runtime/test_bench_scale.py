@@ -46,6 +46,8 @@ def _measurement(**over) -> dict:
 def test_figures_and_baselines_from_a_measurement():
     r = scale.result_from(_measurement(), quick=True)
     assert (r.name, r.unit, r.value, r.baseline) == ("scale", "ms", 800.0, 200.0)
+    assert r.params["sessions_ms_in_order"] == [400, 500, 800]
+    assert r.params["baseline_sessions_ms_in_order"] == [100, 100, 200]
     assert r.ratio == pytest.approx(4.0)
     rows = {x["name"]: x for x in r.extra}
     assert rows["scale-sync"]["value"] == 4.0 and rows["scale-sync"]["baseline"] == 0.5   # slowest
