@@ -385,6 +385,8 @@ def _measure(url: str, sz: Sizes) -> dict:
         sampler.reset_samples()
         sampler.poll()
         binds0 = {n: int(st.get("binds") or 0) for n, st in sampler.stats.items()}
+        writes0 = {n: {k: int(st.get(k) or 0) for k in ("status_writes", "pod_group_writes")}
+                   for n, st in sampler.stats.items()}
         ray.get(cluster.start.remote(), timeout=300)
         c0 = ray.get(cluster.stats.remote(), timeout=120)
         w0 = time.monotonic()
@@ -398,6 +400,9 @@ def _measure(url: str, sz: Sizes) -> dict:
         out["sessions_ms"] = list(sampler.samples)
         out["sessions_skipped"] = sampler.skipped
         out["binds"] = sum(int(sampler.stats[n].get("binds") or 0) - binds0[n] for n in names)
+        # the leader's write-back during the window (pod conditions, PodGroup statuses)
+        out["writes"] = {k: sum(int(sampler.stats[n].get(k) or 0) - writes0[n][k] for n in names)
+                         for k in ("status_writes", "pod_group_writes")}
         out["created"] = int(c1["created_pods"]) - int(c0["created_pods"])
         out["staleness_ms"] = {n: st.get("staleness_window_ms") for n, st in zip(names, stale)}
         out["raw_staleness_ms"] = list(raw.samples)
@@ -464,6 +469,7 @@ def result_from(m: dict, quick: bool) -> BenchResult:
               "sessions": len(m["sessions_ms"]), "sessions_skipped": m["sessions_skipped"],
               # every sampled session in order (a p99 over a few sessions is their max)
               "sessions_ms_in_order": [round(x) for x in m["sessions_ms"]],
+              "writes_in_window": m.get("writes"),
               "baseline_sessions_ms_in_order": [round(x) for x in m["baseline_sessions_ms"]],
               "sync_s": {n: round(v, 2) for n, v in m["sync_s"].items()},
               "rss_mib": {n: round(v / mib) for n, v in rss.items()},
