@@ -38,6 +38,7 @@ def _measurement(**over) -> dict:
                           "scheduler-2": {"p50": 1.0, "p99": 12.0, "max": 12.0, "n": 5}},
          "raw_staleness_ms": [1.0, 2.0, 3.0], "raw_watch_error": None,
          "window_s": 10.0, "binds": 50, "created": 100, "errors": {}, "leader": "scheduler-1",
+         "writes": {"status_writes": 7, "pod_group_writes": 3},
          "cluster": {}}
     m.update(over)
     return m
@@ -48,6 +49,7 @@ def test_figures_and_baselines_from_a_measurement():
     assert (r.name, r.unit, r.value, r.baseline) == ("scale", "ms", 800.0, 200.0)
     assert r.params["sessions_ms_in_order"] == [400, 500, 800]
     assert r.params["baseline_sessions_ms_in_order"] == [100, 100, 200]
+    assert r.params["writes_in_window"] == {"status_writes": 7, "pod_group_writes": 3}
     assert r.ratio == pytest.approx(4.0)
     rows = {x["name"]: x for x in r.extra}
     assert rows["scale-sync"]["value"] == 4.0 and rows["scale-sync"]["baseline"] == 0.5   # slowest
