@@ -504,12 +504,22 @@ def result_from(m: dict, quick: bool) -> BenchResult:
                        extra=extra)
 
 
-def run(quick: bool, where: str = "actors", sessions: str = "5") -> BenchResult:
+def run(quick: bool, where: str = "actors", sessions: str = "5", rate: str = "") -> BenchResult:
     """``where``: ``actors`` (the benchmark above) or ``model`` (the same cluster in one scheduler
     cache in this process, the session timed phase by phase: ha/bench/scale_model.py);
-    ``sessions``: how many sessions the model samples per window."""
+    ``sessions``: how many sessions the model samples per window; ``rate``: the living cluster's
+    arrivals in gangs per second (default: the sizes' own, 8 at full size)."""
+    from dataclasses import replace
     from ha.errors import BadInput
     sz = QUICK if quick else FULL
+    if rate != "":
+        try:
+            r = float(rate)
+        except ValueError:
+            r = -1.0
+        if not r > 0:
+            raise BadInput(f"bench scale: rate: gangs per second, a positive number, got {rate!r}")
+        sz = replace(sz, rate_gangs_per_s=r)
     if where == "model":
         from ha.bench import scale_model
         try:

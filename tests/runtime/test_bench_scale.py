@@ -125,3 +125,5 @@ def test_the_model_mode_checks_its_parameters():
         scale.run(quick=True, where="moon")
     with pytest.raises(BadInput, match="sessions: a positive integer"):
         scale.run(quick=True, where="model", sessions="0")
+    with pytest.raises(BadInput, match="rate: gangs per second, a positive number, got '-2'"):
+        scale.run(quick=True, rate="-2")
