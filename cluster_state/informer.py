@@ -51,8 +51,6 @@ def instance_gc_options() -> dict:
             "gc_refreeze_every": INSTANCE_GC_REFREEZE_EVERY}
 
 
-
-
 log = logging.getLogger("cluster_state.informer")
 
 

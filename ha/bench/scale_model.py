@@ -53,32 +53,31 @@ def _build(sz: Any) -> tuple[Any, dict, Any]:
 
 
 class _Phases:
-    """Times the phases of the sessions it is installed around (class-level wrappers, removed
-    by ``close``)."""
+    """Times the phases of the sessions of one cache: its ``snapshot`` is wrapped on the instance
+    (``close`` takes the wrapper off) to split the snapshot from the plugins' opening."""
 
     def __init__(self, cache: Any) -> None:
-        from ha.scheduler.framework import session as S
-        self.S, self.cache = S, cache
+        self.cache = cache
         self.cur: dict[str, float] = {}
-        self._open, self._close, self._snap = S.open_session, S.close_session, type(cache).snapshot
-        me = self
+        inner = cache.snapshot
 
-        def snapshot(c: Any) -> Any:
+        def snapshot() -> Any:
             t = time.perf_counter()
             try:
-                return me._snap(c)
+                return inner()
             finally:
-                me.cur["snapshot"] = time.perf_counter() - t
+                self.cur["snapshot"] = time.perf_counter() - t
 
-        type(cache).snapshot = snapshot
+        cache.snapshot = snapshot
 
     def run(self, conf: Any, seed: int) -> tuple[float, dict[str, float]]:
-        from ha.scheduler.actions import get_action
         from cluster_state.gcpause import gc_paused
+        from ha.scheduler.actions import get_action
+        from ha.scheduler.framework.session import close_session, open_session
         self.cur = {}
         with gc_paused():
             t0 = time.perf_counter()
-            ssn = self._open(self.cache, conf, seed=seed)
+            ssn = open_session(self.cache, conf, seed=seed)
             t1 = time.perf_counter()
             for name in conf.actions:
                 action = get_action(name)
@@ -86,7 +85,7 @@ class _Phases:
                 action.execute(ssn)
                 action.uninitialize()
             t2 = time.perf_counter()
-            self._close(ssn)
+            close_session(ssn)
             t3 = time.perf_counter()
             release = getattr(ssn, "release", None)   # (a tree before Session.release)
             if release is not None:
@@ -96,7 +95,7 @@ class _Phases:
                          "close": t3 - t2}
 
     def close(self) -> None:
-        type(self.cache).snapshot = self._snap
+        del self.cache.snapshot   # the class's method again
 
 
 def measure(sz: Any, sessions: int = 5) -> dict:

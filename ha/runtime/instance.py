@@ -60,13 +60,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import deque
 import random
 import shutil
 import socket
 import tempfile
 import threading
 import weakref
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 

@@ -129,12 +129,19 @@ class NodeInfo:
         """AddTask; raises TaskNodeError with Volcano's message where Go returns an error.
         ``check_idle=False`` skips the Binding branch's Idle check (only the test-only
         ``planted_skip_fit`` switch asks for it)."""
+        err = self._add_task(task, check_idle)
+        if err is not None:
+            raise TaskNodeError(err)
+
+    def _add_task(self, task: TaskInfo, check_idle: bool = True) -> str | None:
+        """AddTask's work; Volcano's error message where Go returns an error (then nothing is
+        stored). A message, not an exception: a snapshot's clone adds every bound pod this way
+        and ignores the errors."""
         if task.node_name and self.name and task.node_name != self.name:
-            raise TaskNodeError(f"task <{task.namespace}/{task.name}> already on different node "
-                                f"<{task.node_name}>")
+            return f"task <{task.namespace}/{task.name}> already on different node <{task.node_name}>"
         key = f"{task.namespace}/{task.name}"
         if key in self.tasks:
-            raise TaskNodeError(f"task <{task.namespace}/{task.name}> already on node <{self.name}>")
+            return f"task <{task.namespace}/{task.name}> already on node <{self.name}>"
         ti = task.clone()
         if self._sink is not None:
             self._sink.add(self.name)
@@ -150,9 +157,8 @@ class NodeInfo:
             elif st == _BINDING:
                 ok, names = r.less_equal_with_resources_name(self.idle, ZERO)
                 if not ok and check_idle:
-                    raise TaskNodeError(
-                        f"node {self.name} resources [{' '.join(names)}] are not enough to put task "
-                        f"<{ti.namespace}/{ti.name}>, idle: {self.idle}, req: {r}")
+                    return (f"node {self.name} resources [{' '.join(names)}] are not enough to put task "
+                            f"<{ti.namespace}/{ti.name}>, idle: {self.idle}, req: {r}")
                 self._allocate_idle_resource(ti)
                 self.used.add(r)
             else:
@@ -161,6 +167,7 @@ class NodeInfo:
         task.node_name = self.name
         ti.node_name = self.name
         self.tasks[key] = ti
+        return None
 
     def remove_task(self, ti: TaskInfo) -> None:
         """RemoveTask: accounting by the *stored* copy's status; a missing key is only logged."""
@@ -231,54 +238,13 @@ class NodeInfo:
         res = NodeInfo(self.node)
         if self.node is None:
             res.name = self.name
-            for t in self.tasks.values():
-                try:
-                    res.add_task(t)
-                except TaskNodeError as e:
-                    log.debug("clone of node %s dropped a task: %s", self.name, e)
-        else:
-            res._add_tasks_of(self)
+        for t in self.tasks.values():
+            err = res._add_task(t)
+            if err is not None:
+                log.debug("clone of node %s dropped a task: %s", self.name, err)
         res.others = dict(self.others)
         res.bind_generation = self.bind_generation
         return res
-
-    def _add_tasks_of(self, src: "NodeInfo") -> None:
-        """``add_task`` of every task of ``src`` in order, on a fresh node with a Node object:
-        the same checks, clones and accounting (the same additions in the same order, so the
-        same floats), without a call and a key check per task -- a snapshot clones every bound
-        pod this way."""
-        name, tasks = self.name, self.tasks
-        idle, used, releasing, pipelined = self.idle, self.used, self.releasing, self.pipelined
-        for t in src.tasks.values():
-            if t.node_name and name and t.node_name != name:
-                log.debug("clone of node %s dropped a task: task <%s/%s> already on different node "
-                          "<%s>", name, t.namespace, t.name, t.node_name)
-                continue
-            key = f"{t.namespace}/{t.name}"
-            if key in tasks:
-                log.debug("clone of node %s dropped a task: task <%s/%s> already on node", name,
-                          t.namespace, t.name)
-                continue
-            ti = t.clone()
-            st = ti.status
-            r = ti.resreq
-            if st == _PIPELINED:
-                pipelined.add(r)
-            else:
-                if st == _BINDING:
-                    ok, names = r.less_equal_with_resources_name(idle, ZERO)
-                    if not ok:
-                        log.debug("clone of node %s dropped a task: node %s resources [%s] are not "
-                                  "enough to put task <%s/%s>", name, name, " ".join(names),
-                                  ti.namespace, ti.name)
-                        continue
-                self._allocate_idle_resource(ti)
-                if st == _RELEASING:
-                    releasing.add(r)
-                used.add(r)
-            t.node_name = name
-            ti.node_name = name
-            tasks[key] = ti
 
     def pods(self) -> list[dict]:
         return [t.pod for t in self.tasks.values()]

@@ -229,9 +229,8 @@ class FitErrors:
         self._msg = None
 
     def __len__(self) -> int:
-        if self._scan is not None:
-            return len(self._scan[2]) + sum(1 for n in self._nodes if n not in self._scan[5])
-        return len(self._nodes)
+        # with a scan pending, _nodes is empty: set_scan clears it and set_node_error materialises
+        return len(self._scan[2]) if self._scan is not None else len(self._nodes)
 
     def _reason_counts(self) -> dict[str, int]:
         hist: dict[str, int] = {}
