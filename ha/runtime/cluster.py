@@ -18,6 +18,7 @@ from cluster_state.apiserver import ApiServerConfig
 from ha.runtime.controller import ControllerConfig, JobController
 from ha.runtime.kubelet import Kubelet, KubeletConfig
 from ha.runtime.mirror import KindMirror
+from ha.runtime.tasks import cancel_and_wait
 from ha.runtime.workload import WorkloadConfig, WorkloadGenerator
 
 __all__ = ["ClusterConfig", "ClusterSim", "create_cluster_actor"]
@@ -54,6 +55,7 @@ class ClusterSim:
         self.kubelet: Kubelet | None = None
         self.controller: JobController | None = None
         self._tasks: list[asyncio.Task] = []
+        self._stopping = False
         self.created_jobs = 0
         self.created_pods = 0
         self.create_errors = 0
@@ -72,6 +74,7 @@ class ClusterSim:
     async def start(self) -> None:
         if self._tasks:
             return
+        self._stopping = False
         api = await self._client()
         self.workload_done = asyncio.Event()
         pods = KindMirror(api, "Pod")
@@ -89,17 +92,17 @@ class ClusterSim:
         else:
             self.workload_done.set()
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Cancel the loops and wait for them. A cancel can be swallowed (Python 3.11: one landing
+        while redis.asyncio's blocking read times out comes back as a TimeoutError, which the world
+        loop would count and go on from), so the loops also stop at a flag and the cancel is
+        repeated each second until ``timeout``."""
+        self._stopping = True
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # noqa: BLE001
-                log.exception("cluster task ended with an error")
+        stuck = await cancel_and_wait(tasks, timeout, what="cluster task")
+        if stuck:
+            log.warning("cluster: %s still running after %.0fs; left behind",
+                        ", ".join(t.get_name() for t in stuck), timeout)
         if self._own_api and self._api is not None:
             close = getattr(self._api, "close", None) or getattr(self._api, "aclose", None)
             if close is not None:
@@ -113,7 +116,7 @@ class ClusterSim:
         kcfg, ccfg = self.config.kubelet, self.config.controller
         tick = min(kcfg.tick_s, ccfg.tick_s)
         last_ctrl = 0.0
-        while True:
+        while not self._stopping:
             try:
                 await self._pods.sync(block_ms=int(tick * 1000))
                 await self._pgs.sync(block_ms=1)
@@ -139,6 +142,8 @@ class ClusterSim:
         api = self._api
         try:
             for job in gen.jobs():
+                if self._stopping:
+                    break
                 delay = self._t0 + job.arrival_s - self.clock.monotonic()
                 if delay > 0:
                     await self.clock.sleep(delay)

@@ -84,3 +84,35 @@ async def test_instance_stop_leaves_tasks_of_the_same_name_alone(api, redis_url,
     assert not any(t.done() for t in others)
     for t in others:
         t.cancel()
+
+
+async def test_cluster_stop_ends_a_world_loop_whose_read_turned_the_cancel_into_a_timeout(redis_url, key_prefix):
+    """Python 3.11: a cancel landing while redis.asyncio's blocking read times out can come back as
+    a TimeoutError; the world loop counts errors and goes on, so a stop that cancels once and
+    awaits would wait forever."""
+    from ha.runtime.cluster import ClusterConfig, ClusterSim
+    cluster = ClusterSim(ClusterConfig(redis_url=redis_url, prefix=key_prefix))
+    await cluster.start()
+    mirror = cluster._pods
+    real_sync = mirror.sync
+    turned: list = []
+
+    async def sync_turning_the_first_cancel(**kw):
+        if turned:
+            return await real_sync(**kw)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            turned.append("timeout")
+            raise TimeoutError("read timed out") from None
+    mirror.sync = sync_turning_the_first_cancel
+    await asyncio.sleep(0.3)        # the loop is now inside the patched read
+    world = cluster._tasks[0]
+    stopping = asyncio.ensure_future(cluster.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=15.0)   # not wait_for: its cancel would end it
+    if not done:
+        world.cancel()
+        await asyncio.wait({stopping}, timeout=5.0)
+    assert done, "stop() still waiting for the world loop"
+    assert turned == ["timeout"] and world.done()
+    assert cluster.kubelet.stats.errors == 1      # the world loop did count it and go on
