@@ -9,6 +9,11 @@ import pytest
 
 from cluster_state.embedded import EmbeddedRedis
 
+# Every snapshot that reuses a node clone kept from the last session also clones the node afresh
+# and compares the two (ha/scheduler/snapshot_reuse.py): the whole suite checks the reuse. Set
+# before any cache exists; subprocesses and Ray workers started by tests inherit it.
+os.environ.setdefault("HA_VERIFY_SNAPSHOT_REUSE", "1")
+
 
 @pytest.fixture(scope="session")
 def redis_url():

@@ -226,6 +226,8 @@ class SessionSampler:
         self.actors = actors
         self.last: dict[str, int] = {}
         self.samples: list[float] = []
+        # beside each sample: the session thread's CPU and its process's CPU meanwhile (ms)
+        self.cpu: list[tuple[float | None, float | None]] = []
         self.skipped = 0
         self.rss_max: dict[str, int] = {}
         self.pids: dict[str, int] = {}
@@ -251,6 +253,7 @@ class SessionSampler:
                 continue
             if st.get("last_session_ms") is not None:
                 self.samples.append(float(st["last_session_ms"]))
+                self.cpu.append((st.get("last_session_cpu_ms"), st.get("last_session_process_cpu_ms")))
             self.skipped += n - prev - 1
 
     def window(self, seconds: float, min_sessions: int = 0, max_s: float | None = None,
@@ -266,7 +269,7 @@ class SessionSampler:
             time.sleep(every_s)
 
     def reset_samples(self) -> None:
-        self.samples, self.skipped = [], 0
+        self.samples, self.cpu, self.skipped = [], [], 0
 
 
 def _pct(xs: list[float], which: str) -> float | None:
@@ -363,6 +366,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         # baseline sessions: the same leader, no pending work yet
         sampler.window(sz.baseline_window_s, sz.min_sessions, sz.max_window_s)
         out["baseline_sessions_ms"] = list(sampler.samples)
+        out["baseline_sessions_cpu_ms"] = list(sampler.cpu)
         out["baseline_sessions_skipped"] = sampler.skipped
         _note(f"baseline sessions: {len(sampler.samples)}, p99 {_pct(sampler.samples, 'p99')}")
 
@@ -398,6 +402,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         raw.stop()
         out["window_s"] = window
         out["sessions_ms"] = list(sampler.samples)
+        out["sessions_cpu_ms"] = list(sampler.cpu)
         out["sessions_skipped"] = sampler.skipped
         out["binds"] = sum(int(sampler.stats[n].get("binds") or 0) - binds0[n] for n in names)
         # the leader's write-back during the window (pod conditions, PodGroup statuses)
@@ -443,6 +448,12 @@ def _row(name: str, value, unit: str, baseline, what: str, **params) -> dict:
             "params": {"what": what, **params}}
 
 
+def _cpu_pairs(pairs: list | None) -> list | None:
+    if pairs is None:        # a measurement from before the CPU figures
+        return None
+    return [[None if x is None else round(x) for x in pair] for pair in pairs]
+
+
 def result_from(m: dict, quick: bool) -> BenchResult:
     sz = m["sizes"]
     mib = 1024 * 1024
@@ -470,6 +481,10 @@ def result_from(m: dict, quick: bool) -> BenchResult:
               # every sampled session in order (a p99 over a few sessions is their max)
               "sessions_ms_in_order": [round(x) for x in m["sessions_ms"]],
               "writes_in_window": m.get("writes"),
+              # (session thread CPU, its process's CPU) in ms, in the same order: wall minus the
+              # thread's CPU is waiting for the interpreter or a core
+              "sessions_cpu_ms_in_order": _cpu_pairs(m.get("sessions_cpu_ms")),
+              "baseline_sessions_cpu_ms_in_order": _cpu_pairs(m.get("baseline_sessions_cpu_ms")),
               "baseline_sessions_ms_in_order": [round(x) for x in m["baseline_sessions_ms"]],
               "sync_s": {n: round(v, 2) for n, v in m["sync_s"].items()},
               "rss_mib": {n: round(v / mib) for n, v in rss.items()},

@@ -323,6 +323,8 @@ class Incarnation:
                                         "new": res.new_pipelines.get(key) == node})
         owner.sessions += 1
         owner.last_session_ms = res.duration_s * 1000.0
+        owner.last_session_cpu_ms = res.cpu_s * 1000.0
+        owner.last_session_process_cpu_ms = res.process_cpu_s * 1000.0
         owner.session_errors += len(res.errors)
         owner.recent_session_errors.extend(res.errors[:5])
         if res.fatal:

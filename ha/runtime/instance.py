@@ -253,6 +253,8 @@ class SchedulerInstance:
         self.became_leader_at: float | None = None
         self.first_bind_after_leading_at: float | None = None
         self.last_session_ms: float | None = None
+        self.last_session_cpu_ms: float | None = None           # the session thread's CPU
+        self.last_session_process_cpu_ms: float | None = None   # the whole process's, meanwhile
         self.started_at: float | None = None
         self.last_error: str | None = None
         self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
@@ -572,7 +574,9 @@ class SchedulerInstance:
                "restarts": self.restarts, "incarnation": self.incarnation,
                "became_leader_at": self.became_leader_at,
                "first_bind_after_leading_at": self.first_bind_after_leading_at,
-               "last_session_ms": self.last_session_ms, "started_at": self.started_at,
+               "last_session_ms": self.last_session_ms,
+               "last_session_cpu_ms": self.last_session_cpu_ms,
+               "last_session_process_cpu_ms": self.last_session_process_cpu_ms, "started_at": self.started_at,
                "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self.last_error, "cache": cache_stats,
                "api_server": self.cfg.api_server_config().to_dict(),

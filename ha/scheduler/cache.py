@@ -26,6 +26,7 @@ from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTA
 from ha.scheduler.api.job_info import PodGroupPhase, copy_object
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION, HyperNodesInfo
 from ha.scheduler.profiles import Switches, profile
+from ha.scheduler.snapshot_reuse import NodeClones
 
 __all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 
@@ -127,6 +128,8 @@ class SchedulerCache:
         self.default_priority_class: dict | None = None
         self.default_priority = 0
         self.node_list: list[str] = []
+        # node clones kept between sessions for the next snapshot (snapshot_reuse.py)
+        self.node_clones = NodeClones()
         # HyperNodes (topology.volcano.sh/v1alpha1) and the node labels their selectors match
         self.hyper_nodes_info = HyperNodesInfo()
         self._node_labels: dict[str, dict] = {}
@@ -557,20 +560,22 @@ class SchedulerCache:
             self.priority_classes.pop(_md(pc).get("name", ""), None)
 
     # ==== snapshot ===============================================================================
-    def snapshot(self) -> ClusterInfo:
+    def snapshot(self, *, lend: bool = False) -> ClusterInfo:
         """Clone Ready nodes (accounting recomputed), queues, and jobs that have a PodGroup whose
-        queue exists (priority from the PodGroup's priorityClassName). Pods stay shared."""
+        queue exists (priority from the PodGroup's priorityClassName). Pods stay shared.
+
+        ``lend`` (a session's snapshot): the node clones may be given back when the session is
+        done with them (``give_back(snapshot.lent_token)``) and the next snapshot reuses those of
+        nodes nothing changed since (snapshot_reuse.py): the same clones, not cloned again."""
         with self.mutex:
             self.process_cleanup_job()
             snap = ClusterInfo()
             snap.node_list = list(self.node_list)
-            for ni in self.nodes.values():
-                if not ni.ready():
-                    continue
-                c = ni.clone()
-                snap.nodes[ni.name] = c
-                if ni.revocable_zone:
-                    snap.revocable_nodes[ni.name] = c
+            snap.lent_token, snap.nodes = self.node_clones.clone(
+                [ni for ni in self.nodes.values() if ni.ready()], lend=lend)
+            for name, c in snap.nodes.items():
+                if c.revocable_zone:
+                    snap.revocable_nodes[name] = c
             for q in self.queues.values():
                 snap.queues[q.uid] = q.clone()
             for job in self.jobs.values():
@@ -586,6 +591,14 @@ class SchedulerCache:
             (snap.hyper_nodes, snap.hyper_nodes_set_by_tier, snap.real_nodes_set,
              snap.hyper_node_tier_name_map, snap.hyper_nodes_ready_to_schedule) = self.hyper_nodes_info.snapshot()
             return snap
+
+    def give_back(self, token: int | None) -> None:
+        """A session is done with the snapshot lent as ``token``: its clones of nodes that stay
+        unchanged may serve the next snapshot."""
+        if token is None:
+            return
+        with self.mutex:
+            self.node_clones.give_back(token)
 
     # ==== evict ==================================================================================
     def evict(self, task_info: TaskInfo, reason: str) -> None:

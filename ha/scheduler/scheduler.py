@@ -39,6 +39,11 @@ class SessionResult:
     fatal: str | None = None                                      # FatalCacheError message (Volcano would exit)
     panic: str | None = None                                      # ResourceUnderflow (Volcano's assert panics)
     duration_s: float = 0.0
+    # measurements beside duration_s: the CPU the session's own thread used, and the whole
+    # process's (the informers and the bind worker share the interpreter); wall minus thread
+    # CPU is time spent waiting for the interpreter or a core
+    cpu_s: float = 0.0
+    process_cpu_s: float = 0.0
     jobs: int = 0
     nodes: int = 0
 
@@ -61,7 +66,7 @@ class SessionResult:
                 "new_pipelines": dict(self.new_pipelines),
                 "bind_count": self.bind_count, "evict_count": self.evict_count,
                 "errors": list(self.errors), "fatal": self.fatal, "panic": self.panic,
-                "duration_s": self.duration_s}
+                "duration_s": self.duration_s, "cpu_s": self.cpu_s, "process_cpu_s": self.process_cpu_s}
 
 
 def _collect(ssn: Session, res: SessionResult) -> None:
@@ -91,7 +96,7 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
     ``session_hook(ssn)`` (optional) is called after the actions and before close. ``clock``: the
     session's time (default: the cache's). ``duration_s`` is a measurement (perf_counter), never
     an input of the model."""
-    t0 = time.perf_counter()
+    t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
     res = SessionResult(actions=list(conf.actions))
     ssn = open_session(cache, conf, seed=seed, clock=clock)
     res.session_uid = ssn.uid
@@ -115,6 +120,7 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
         _collect(ssn, res)
         res.panic = str(e)
     res.duration_s = time.perf_counter() - t0
+    res.cpu_s, res.process_cpu_s = time.thread_time() - c0, time.process_time() - p0
     ssn.release()
     return res
 

@@ -259,6 +259,8 @@ class SimEngine(EngineParts):
         stats["pid"] = slot.pid
         s = slot.actor.env.last_session_s
         stats["last_session_ms"] = None if s is None else round(s * 1000.0, 3)
+        # the host's CPU has no model: measured, it would make a run irreproducible
+        stats["last_session_cpu_ms"] = stats["last_session_process_cpu_ms"] = None
         data["stats"] = stats
         return data
 

@@ -33,6 +33,8 @@ def _measurement(**over) -> dict:
          "rss_after_sync_bytes": {"scheduler-1": 150 * MIB, "scheduler-2": 150 * MIB},
          "rss_max_bytes": {"scheduler-1": 200 * MIB, "scheduler-2": 300 * MIB},
          "baseline_sessions_ms": [100.0, 100.0, 200.0], "sessions_ms": [400.0, 500.0, 800.0],
+         "baseline_sessions_cpu_ms": [(90.4, 120.0), (95.0, 130.0), (150.0, 260.6)],
+         "sessions_cpu_ms": [(300.2, 390.0), (None, None), (640.0, 900.0)],
          "sessions_skipped": 0,
          "staleness_ms": {"scheduler-1": {"p50": 1.0, "p99": 9.0, "max": 9.0, "n": 5},
                           "scheduler-2": {"p50": 1.0, "p99": 12.0, "max": 12.0, "n": 5}},
@@ -50,6 +52,10 @@ def test_figures_and_baselines_from_a_measurement():
     assert r.params["sessions_ms_in_order"] == [400, 500, 800]
     assert r.params["baseline_sessions_ms_in_order"] == [100, 100, 200]
     assert r.params["writes_in_window"] == {"status_writes": 7, "pod_group_writes": 3}
+    assert r.params["sessions_cpu_ms_in_order"] == [[300, 390], [None, None], [640, 900]]
+    assert r.params["baseline_sessions_cpu_ms_in_order"] == [[90, 120], [95, 130], [150, 261]]
+    assert scale.result_from(_measurement(sessions_cpu_ms=None), quick=True).params[
+        "sessions_cpu_ms_in_order"] is None      # a measurement taken before the CPU figures
     assert r.ratio == pytest.approx(4.0)
     rows = {x["name"]: x for x in r.extra}
     assert rows["scale-sync"]["value"] == 4.0 and rows["scale-sync"]["baseline"] == 0.5   # slowest
@@ -100,6 +106,11 @@ def test_bench_scale_quick_json():
     # the instances hold the cluster: more than the process floor
     assert rows["scale-rss-total"]["ratio"] > 1.0
     assert rows["scale-bound-per-s"]["params"]["binds"] > 0
+    # each sampled session carries its thread's and its process's CPU: measured, and the thread's
+    # is part of the process's
+    cpu = p["sessions_cpu_ms_in_order"]
+    assert len(cpu) == len(p["sessions_ms_in_order"]) > 0
+    assert all(c is not None and c > 0 and c <= pc + 1 for c, pc in cpu), cpu
 
 
 def test_the_model_mode_times_each_phase_of_the_same_sessions():

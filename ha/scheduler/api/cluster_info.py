@@ -28,6 +28,9 @@ class ClusterInfo:
     real_nodes_set: dict[str, frozenset[str]] = field(default_factory=dict)
     hyper_node_tier_name_map: dict[str, int] = field(default_factory=dict)
     hyper_nodes_ready_to_schedule: bool = True
+    # (not a Volcano field) the cache lent these node clones: give them back with this token once
+    # the session is done (SchedulerCache.give_back); None: nothing to give back
+    lent_token: int | None = None
 
     def __str__(self) -> str:
         lines = ["Cache:"]

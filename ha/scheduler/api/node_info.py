@@ -31,12 +31,19 @@ class NodeInfo:
 
     __slots__ = ("name", "node", "state", "releasing", "pipelined", "idle", "used", "allocatable",
                  "capacity", "tasks", "revocable_zone", "others", "bind_generation",
-                 "oversubscription_resource", "_sink", "__weakref__")
+                 "oversubscription_resource", "_sink", "_changes", "derived", "__weakref__")
 
     def __init__(self, node: dict | None = None):
         # a set the allocate fast path (framework/fastpath.py) watches: every change of this
         # node's accounting adds the node name to it; None (the default) costs one test
         self._sink = None
+        # the same, for the snapshot's reuse of unchanged clones (cache.py, "snapshot reuse"):
+        # a cache node reports to the cache's set of nodes changed since the last snapshot, a
+        # session's clone to the set of clones that session changed
+        self._changes = None
+        # what a plugin derived from this clone in the session that had it (the k8s node view),
+        # kept with a clone the next session reuses (plugins/k8s_nodes.py); never copied
+        self.derived = None
         self.releasing = Resource()
         self.pipelined = Resource()
         self.idle = Resource()
@@ -86,6 +93,8 @@ class NodeInfo:
 
     def set_node(self, node: dict | None) -> None:
         """SetNode: recompute every resource from the stored tasks."""
+        if self._changes is not None:   # (a node turning NotReady changes its state alone)
+            self._changes.add(self.name)
         self._set_node_state(node)
         if not self.ready():
             log.warning("failed to set node info for %s: %s", self.name, self.state.reason)
@@ -95,6 +104,8 @@ class NodeInfo:
     def _set_node(self, node: dict) -> None:
         if self._sink is not None:
             self._sink.add(self.name)
+        if self._changes is not None:
+            self._changes.add(self.name)
         self.name = (node.get("metadata") or _EMPTY).get("name", "")
         self.node = node
         self.revocable_zone = ((node.get("metadata") or _EMPTY).get("labels") or _EMPTY).get(
@@ -145,6 +156,8 @@ class NodeInfo:
         ti = task.clone()
         if self._sink is not None:
             self._sink.add(self.name)
+        if self._changes is not None:
+            self._changes.add(self.name)
         if self.node is not None:
             st = ti.status
             r = ti.resreq
@@ -178,6 +191,8 @@ class NodeInfo:
             return
         if self._sink is not None:
             self._sink.add(self.name)
+        if self._changes is not None:
+            self._changes.add(self.name)
         if self.node is not None:
             st = task.status
             r = task.resreq
@@ -206,6 +221,8 @@ class NodeInfo:
             return False
         if self._sink is not None:
             self._sink.add(self.name)
+        if self._changes is not None:
+            self._changes.add(self.name)
         c = ti.clone()
         ti.node_name = c.node_name = self.name
         del self.tasks[key]       # re-insert: the same iteration order as remove + add
@@ -221,6 +238,8 @@ class NodeInfo:
         stored.pod = pod
         if self._sink is not None:
             self._sink.add(self.name)
+        if self._changes is not None:
+            self._changes.add(self.name)
         return True
 
     def update_task(self, ti: TaskInfo) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apimachinery.quantity import QuantityError, parse_quantity
+from ha.scheduler.snapshot_reuse import check_same, verifying
 
 # k8s scheduler util: requests assumed for containers that do not state one (NonZeroRequested)
 DEFAULT_MILLI_CPU_REQUEST = 100
@@ -173,6 +174,8 @@ class K8sNodeInfo:
     memo: dict | None = field(default=None, repr=False, compare=False)
     sink: set | None = field(default=None, repr=False, compare=False)
     affinity_index: AffinityIndex | None = field(default=None, repr=False, compare=False)
+    # its pods changed since it was built: a view the session changed is not reused (node_map)
+    changed: bool = field(default=False, repr=False, compare=False)
 
     @classmethod
     def from_node_info(cls, node_info: Any, memo: dict | None = None,
@@ -183,6 +186,7 @@ class K8sNodeInfo:
                  memo=memo, affinity_index=affinity_index)
         for t in node_info.tasks.values():
             ni.add_pod(t)
+        ni.changed = False
         return ni
 
     def pod_count(self) -> int:
@@ -193,6 +197,7 @@ class K8sNodeInfo:
         pods = self.pods
         pods[uid] = pods.get(uid, 0) + 1
         self.pod_objs[uid] = pod
+        self.changed = True
         if self.sink is not None:
             self.sink.add(self.name)
         reqs = task_pod_requests(task)
@@ -214,6 +219,7 @@ class K8sNodeInfo:
         n = self.pods.get(task.uid, 0)
         if n == 0:
             return False
+        self.changed = True
         pod = self.pod_objs[task.uid]
         if n == 1:
             del self.pods[task.uid]
@@ -227,6 +233,7 @@ class K8sNodeInfo:
         return True
 
     def _account(self, pod: dict, sign: int) -> None:
+        self.changed = True
         if self.sink is not None:
             self.sink.add(self.name)
         for target, nz in ((self.requested, False), (self.non_zero_requested, True)):
@@ -256,12 +263,30 @@ _INDEXES: "weakref.WeakKeyDictionary[Any, AffinityIndex]" = weakref.WeakKeyDicti
 
 
 def node_map(ssn: Any) -> dict[str, K8sNodeInfo]:
-    """The session's k8s node view, built from ``ssn.nodes`` on first use."""
+    """The session's k8s node view, built from ``ssn.nodes`` on first use. A node clone the
+    snapshot reused from the last session (ha/scheduler/snapshot_reuse.py) brings the view that
+    session built from it: unchanged since (the clone was not changed, nor was the view), it is
+    what building it again would give, and is taken into this session's memo and index."""
     view = _VIEWS.get(ssn)
     if view is None:
         memo: dict = {}
         index = AffinityIndex()
-        view = {name: K8sNodeInfo.from_node_info(ni, memo, index) for name, ni in ssn.nodes.items()}
+        verify = verifying()
+        view = {}
+        for name, ni in ssn.nodes.items():
+            v = getattr(ni, "derived", None)
+            if type(v) is K8sNodeInfo and not v.changed and v.node is ni.node and v.name == name:
+                v.memo, v.sink, v.affinity_index = memo, None, index
+                for uid, pod in v.affinity_pods.items():
+                    for _ in range(v.pods.get(uid, 0)):
+                        index.account(name, pod, +1)
+                if verify:
+                    check_same(f"the k8s view of node {name!r}", v, K8sNodeInfo.from_node_info(ni, {}, AffinityIndex()))
+            else:
+                v = K8sNodeInfo.from_node_info(ni, memo, index)
+                if hasattr(ni, "derived"):
+                    ni.derived = v
+            view[name] = v
         _VIEWS[ssn] = view
         _INDEXES[ssn] = index
     return view

@@ -1,0 +1,122 @@
+"""Snapshot reuse (ha/scheduler/snapshot_reuse.py): a session gets the last session's clone of a
+node nothing changed since -- not of a node the cache or that session changed, not while the last
+session is still held -- and what it gets is what a fresh clone would be; the verifier the suite
+runs under finds a change that went unreported."""
+from __future__ import annotations
+
+import pytest
+
+from ha.scheduler.framework.session import open_session
+from ha.scheduler.scheduler import run_session
+from ha.scheduler.snapshot_reuse import NodeClones, SnapshotReuseMismatch
+
+from .fw_helpers import GANG_ALL, PREDICATES, conf, make_cache, node, pod, podgroup
+
+ALLOC = conf(["allocate"], [[GANG_ALL, PREDICATES]])
+
+
+def _cache():
+    """n1..n4; a bound pod on n2; a pending gang of one that fits only n1 (the others are small)."""
+    return make_cache("v1.14", nodes=[node("n1", 4000), node("n2", 1000), node("n3", 1000), node("n4", 1000)],
+                      podgroups=[podgroup("pgr", 1), podgroup("pgp", 1)],
+                      pods=[pod("r1", "pgr", 500, node_name="n2", phase="Running"),
+                            pod("p1", "pgp", 2000)])
+
+
+def _session_nodes(cache, c=ALLOC):
+    seen = {}
+    res = run_session(cache, c, seed=1, session_hook=lambda ssn: seen.update(ssn.nodes))
+    return res, seen
+
+
+def test_the_next_session_gets_the_clones_of_unchanged_nodes_and_fresh_ones_of_the_rest():
+    cache, io = _cache()
+    res, first = _session_nodes(cache)
+    assert res.binds == {"ns/p1": "n1"}        # the session changed its clone of n1
+    st = cache.node_clones.stats
+    assert st == {"reused": 0, "cloned": 4}
+    # the cache changes n3 (a new pod bound there) before the next session
+    cache.add_pod(pod("r2", "pgr", 100, node_name="n3", phase="Running"))
+    _, second = _session_nodes(cache)
+    assert second["n2"] is first["n2"] and second["n4"] is first["n4"]
+    assert second["n1"] is not first["n1"]     # changed by the session (and by the bind)
+    assert second["n3"] is not first["n3"]     # changed by the cache
+    assert "ns/r2" in second["n3"].tasks
+    assert st == {"reused": 2, "cloned": 6}
+    # a third session: nothing changed since the second, which changed nothing
+    _, third = _session_nodes(cache)
+    assert all(third[n] is second[n] for n in ("n1", "n2", "n3", "n4"))
+
+
+def test_a_session_still_held_shares_nothing_with_the_next():
+    cache, _ = _cache()
+    a = open_session(cache, ALLOC, seed=1)     # never released
+    b = open_session(cache, ALLOC, seed=1)
+    assert not any(b.nodes[n] is a.nodes[n] for n in a.nodes)
+    b.release()                                # given back: the next one may reuse b's
+    c = open_session(cache, ALLOC, seed=1)
+    assert all(c.nodes[n] is not a.nodes[n] for n in a.nodes)
+    assert cache.node_clones.stats["reused"] == 4
+
+
+def test_a_node_that_goes_away_and_comes_back_is_cloned_afresh():
+    cache, _ = _cache()
+    _, first = _session_nodes(cache)
+    cache.delete_node(node("n4", 1000))
+    _, second = _session_nodes(cache)
+    assert "n4" not in second
+    cache.add_node(node("n4", 1000))
+    _, third = _session_nodes(cache)
+    assert third["n4"] is not first["n4"] and third["n2"] is first["n2"]
+
+
+def test_switched_off_every_snapshot_clones_everything(monkeypatch):
+    monkeypatch.setenv("HA_SNAPSHOT_REUSE", "0")
+    cache, _ = _cache()
+    _, first = _session_nodes(cache)
+    _, second = _session_nodes(cache)
+    assert not any(second[n] is first[n] for n in first)
+    assert cache.node_clones.stats == {"reused": 0, "cloned": 0}   # (the plain path counts nothing)
+
+
+def test_the_verifier_finds_a_change_of_a_kept_clone_that_went_unreported(monkeypatch):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = _cache()
+    _, first = _session_nodes(cache)
+    first["n2"].idle.milli_cpu += 1            # written past NodeInfo's mutators
+    with pytest.raises(SnapshotReuseMismatch, match=r"node 'n2'.*node\.idle"):
+        cache.snapshot(lend=True)
+
+
+def test_the_verifier_finds_a_change_of_a_cache_node_that_went_unreported(monkeypatch):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = _cache()
+    _session_nodes(cache)
+    stored = next(iter(cache.nodes["n2"].tasks.values()))
+    stored.pod = dict(stored.pod)              # a new Pod object, the node not told
+    with pytest.raises(SnapshotReuseMismatch, match=r"node 'n2'.*tasks"):
+        cache.snapshot(lend=True)
+
+
+def test_without_the_verifier_the_unreported_change_would_be_served(monkeypatch):
+    """What the verifier guards against: reuse trusts the reports."""
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "0")
+    cache, _ = _cache()
+    _, first = _session_nodes(cache)
+    first["n2"].idle.milli_cpu += 1
+    snap = cache.snapshot(lend=True)
+    assert snap.nodes["n2"] is first["n2"]
+
+
+def test_an_older_snapshot_given_back_late_is_ignored():
+    clones = NodeClones()
+    cache, _ = _cache()
+    nodes = [cache.nodes[n] for n in ("n1", "n2")]
+    t1, a = clones.clone(nodes, lend=True)
+    t2, b = clones.clone(nodes, lend=True)
+    clones.give_back(t1)                       # a's session ended after b's snapshot: too late
+    _, c = clones.clone(nodes, lend=True)
+    assert c["n1"] is not a["n1"] and c["n1"] is not b["n1"]
+    clones.give_back(t2)                       # b's token is no longer the one lent
+    _, d = clones.clone(nodes, lend=True)
+    assert d["n1"] is not b["n1"]
