@@ -576,7 +576,10 @@ class SchedulerInstance:
                "first_bind_after_leading_at": self.first_bind_after_leading_at,
                "last_session_ms": self.last_session_ms,
                "last_session_cpu_ms": self.last_session_cpu_ms,
-               "last_session_process_cpu_ms": self.last_session_process_cpu_ms, "started_at": self.started_at,
+               "last_session_process_cpu_ms": self.last_session_process_cpu_ms,
+               # snapshot reuse (ha/scheduler/snapshot_reuse.py): node clones reused / cloned
+               "node_clones": dict(cache.node_clones.stats) if cache is not None else None,
+               "started_at": self.started_at,
                "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self.last_error, "cache": cache_stats,
                "api_server": self.cfg.api_server_config().to_dict(),

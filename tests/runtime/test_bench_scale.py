@@ -108,6 +108,9 @@ def test_bench_scale_quick_json():
     assert rows["scale-bound-per-s"]["params"]["binds"] > 0
     # each sampled session carries its thread's and its process's CPU: measured, and the thread's
     # is part of the process's
+    # the leader's snapshots: every node cloned or reused once per session
+    lc = p["node_clones"][p["leader"]]
+    assert set(p["node_clones"]) == set(p["sync_s"]) and lc["reused"] + lc["cloned"] >= scale.QUICK.nodes
     cpu = p["sessions_cpu_ms_in_order"]
     assert len(cpu) == len(p["sessions_ms_in_order"]) > 0
     assert all(c is not None and c > 0 and c <= pc + 1 for c, pc in cpu), cpu
@@ -124,8 +127,15 @@ def test_the_model_mode_times_each_phase_of_the_same_sessions():
             assert set(p) == {"snapshot", "plugins_open", "actions", "close"}
             assert min(p.values()) >= 0.0 and p["snapshot"] > 0.0
             assert sum(p.values()) == pytest.approx(s, rel=1e-6)
+    # nothing changes the nodes between these sessions (the pending pods have no node and fit
+    # nowhere): the window's four sessions (one warms up) all get the clones the sessions before
+    # gave back; the baseline window clones them all again
+    assert len(m["no_reuse_s"]) == 3
+    assert m["node_clones"] == {"reused": 4 * scale.QUICK.nodes, "cloned": 0}
     r = scale_model.result_from(m, scale.QUICK, quick=True)
     rows = {x["name"]: x for x in r.extra}
+    reuse = rows["scale-model-snapshot-reuse"]
+    assert reuse["value"] == r.value and reuse["ratio"] == pytest.approx(reuse["value"] / reuse["baseline"])
     assert r.name == "scale-model" and r.value >= rows["scale-model-session-p50"]["value"]
     assert r.params["session_p99_le_1s"] == (r.value <= 1000.0)
 
