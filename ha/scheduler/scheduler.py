@@ -93,7 +93,8 @@ def _held_pipelines(ssn: Session) -> frozenset:
 def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
                 session_hook: Any = None, clock: Any = None) -> SessionResult:
     """Open a session, run ``conf.actions`` in order, close it; see :class:`Scheduler`.
-    ``session_hook(ssn)`` (optional) is called after the actions and before close. ``clock``: the
+    ``session_hook(ssn)`` (optional) is called after the actions and before close; what it keeps of
+    ``ssn.nodes`` may be handed to the next session (snapshot reuse), so it copies what it keeps. ``clock``: the
     session's time (default: the cache's). ``duration_s`` is a measurement (perf_counter), never
     an input of the model."""
     t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
