@@ -145,10 +145,6 @@ class NodeClones:
         self._lent = None
         self._pool, self._pool_touched = lent[1], lent[2]
 
-    def forget(self) -> None:
-        """Drop every clone kept (nothing is reused by the next snapshot)."""
-        self._pool, self._pool_touched, self._lent = {}, set(), None
-
     @staticmethod
     def _check(name: str, reused: NodeInfo, fresh: NodeInfo) -> None:
         check_same(f"the clone of node {name!r}", reused, fresh)

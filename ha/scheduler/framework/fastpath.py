@@ -491,7 +491,8 @@ class AllocateFastPath:
                 return None
             own[node.name] = err
             codes[k] = -1
-        names = [nl[j].name for j in order_l]
+        names = list(self.index)                    # the node names in node_list's order
+        names = names[start:] + names[:start]       # ... in the scan's
         for name, err in own.items():
             err.node_name = name
         fe = FitErrors()

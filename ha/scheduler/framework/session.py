@@ -1074,9 +1074,8 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
     if callable(hook):
         hook()
     # a cache that can lend its node clones (SchedulerCache): they come back in release()
-    lends = callable(getattr(cache, "give_back", None))
-    snapshot = cache.snapshot(lend=True) if lends else cache.snapshot()
-    ssn.lent_token = snapshot.lent_token if lends else None
+    snapshot = cache.snapshot(lend=True) if callable(getattr(cache, "give_back", None)) else cache.snapshot()
+    ssn.lent_token = getattr(snapshot, "lent_token", None)
     ssn.jobs = snapshot.jobs
     from ha.scheduler.api.job_info import copy_object
     for job in ssn.jobs.values():
