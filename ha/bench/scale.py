@@ -228,6 +228,7 @@ class SessionSampler:
         self.samples: list[float] = []
         # beside each sample: the session thread's CPU and its process's CPU meanwhile (ms)
         self.cpu: list[tuple[float | None, float | None]] = []
+        self.phases: list[dict | None] = []    # and its phases: name -> [wall ms, thread CPU ms]
         self.skipped = 0
         self.rss_max: dict[str, int] = {}
         self.pids: dict[str, int] = {}
@@ -254,6 +255,7 @@ class SessionSampler:
             if st.get("last_session_ms") is not None:
                 self.samples.append(float(st["last_session_ms"]))
                 self.cpu.append((st.get("last_session_cpu_ms"), st.get("last_session_process_cpu_ms")))
+                self.phases.append(st.get("last_session_phases_ms"))
             self.skipped += n - prev - 1
 
     def window(self, seconds: float, min_sessions: int = 0, max_s: float | None = None,
@@ -269,7 +271,7 @@ class SessionSampler:
             time.sleep(every_s)
 
     def reset_samples(self) -> None:
-        self.samples, self.cpu, self.skipped = [], [], 0
+        self.samples, self.cpu, self.phases, self.skipped = [], [], [], 0
 
 
 def _pct(xs: list[float], which: str) -> float | None:
@@ -367,6 +369,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         sampler.window(sz.baseline_window_s, sz.min_sessions, sz.max_window_s)
         out["baseline_sessions_ms"] = list(sampler.samples)
         out["baseline_sessions_cpu_ms"] = list(sampler.cpu)
+        out["baseline_sessions_phases_ms"] = list(sampler.phases)
         out["baseline_sessions_skipped"] = sampler.skipped
         _note(f"baseline sessions: {len(sampler.samples)}, p99 {_pct(sampler.samples, 'p99')}")
 
@@ -403,6 +406,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         out["window_s"] = window
         out["sessions_ms"] = list(sampler.samples)
         out["sessions_cpu_ms"] = list(sampler.cpu)
+        out["sessions_phases_ms"] = list(sampler.phases)
         out["sessions_skipped"] = sampler.skipped
         out["binds"] = sum(int(sampler.stats[n].get("binds") or 0) - binds0[n] for n in names)
         # the leader's write-back during the window (pod conditions, PodGroup statuses)
@@ -455,6 +459,12 @@ def _cpu_pairs(pairs: list | None) -> list | None:
     return [[None if x is None else round(x) for x in pair] for pair in pairs]
 
 
+def _phase_rows(rows: list | None) -> list | None:
+    if rows is None:         # a measurement from before the phase figures
+        return None
+    return [None if r is None else {k: [round(x) for x in v] for k, v in r.items()} for r in rows]
+
+
 def result_from(m: dict, quick: bool) -> BenchResult:
     sz = m["sizes"]
     mib = 1024 * 1024
@@ -488,6 +498,9 @@ def result_from(m: dict, quick: bool) -> BenchResult:
               # thread's CPU is waiting for the interpreter or a core
               "sessions_cpu_ms_in_order": _cpu_pairs(m.get("sessions_cpu_ms")),
               "baseline_sessions_cpu_ms_in_order": _cpu_pairs(m.get("baseline_sessions_cpu_ms")),
+              # each sampled session's phases in the same order: {phase: [wall ms, thread CPU ms]}
+              "sessions_phases_ms_in_order": _phase_rows(m.get("sessions_phases_ms")),
+              "baseline_sessions_phases_ms_in_order": _phase_rows(m.get("baseline_sessions_phases_ms")),
               "baseline_sessions_ms_in_order": [round(x) for x in m["baseline_sessions_ms"]],
               "sync_s": {n: round(v, 2) for n, v in m["sync_s"].items()},
               "rss_mib": {n: round(v / mib) for n, v in rss.items()},

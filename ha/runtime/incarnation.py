@@ -304,7 +304,8 @@ class Incarnation:
         owner, cache = self.owner, self.cache
         # a session's snapshot is millions of objects that die with it: automatic collections
         # in the middle would walk them (and the young part of the cache) again and again
-        with gc_paused():
+        from ha.runtime.session_profile import session_profile
+        with session_profile(self.name, owner.sessions), gc_paused():
             res = self.scheduler.run_once(session_hook=owner.session_hook)
         if flush_binds:
             cache.process_bind_task()                     # what is still queued, here
@@ -325,6 +326,7 @@ class Incarnation:
         owner.last_session_ms = res.duration_s * 1000.0
         owner.last_session_cpu_ms = res.cpu_s * 1000.0
         owner.last_session_process_cpu_ms = res.process_cpu_s * 1000.0
+        owner.last_session_phases_ms = {k: [round(x, 3) for x in v] for k, v in res.phases_ms.items()}
         owner.session_errors += len(res.errors)
         owner.recent_session_errors.extend(res.errors[:5])
         if res.fatal:

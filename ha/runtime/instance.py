@@ -255,6 +255,7 @@ class SchedulerInstance:
         self.last_session_ms: float | None = None
         self.last_session_cpu_ms: float | None = None           # the session thread's CPU
         self.last_session_process_cpu_ms: float | None = None   # the whole process's, meanwhile
+        self.last_session_phases_ms: dict | None = None          # SessionResult.phases_ms
         self.started_at: float | None = None
         self.last_error: str | None = None
         self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
@@ -577,6 +578,7 @@ class SchedulerInstance:
                "last_session_ms": self.last_session_ms,
                "last_session_cpu_ms": self.last_session_cpu_ms,
                "last_session_process_cpu_ms": self.last_session_process_cpu_ms,
+               "last_session_phases_ms": self.last_session_phases_ms,
                # snapshot reuse (ha/scheduler/snapshot_reuse.py): node clones reused / cloned
                "node_clones": dict(cache.node_clones.stats) if cache is not None else None,
                "started_at": self.started_at,

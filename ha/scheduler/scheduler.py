@@ -44,6 +44,10 @@ class SessionResult:
     # CPU is time spent waiting for the interpreter or a core
     cpu_s: float = 0.0
     process_cpu_s: float = 0.0
+    # phase -> [wall ms, session thread CPU ms], in the order run: "snapshot" (the cache's lock and
+    # clones), "open" (the plugins' on_session_open and the rest of OpenSession), each action by
+    # its name, "close" (CloseSession: the job updater's status writes, the plugins' close)
+    phases_ms: dict[str, list[float]] = field(default_factory=dict)
     jobs: int = 0
     nodes: int = 0
 
@@ -66,7 +70,8 @@ class SessionResult:
                 "new_pipelines": dict(self.new_pipelines),
                 "bind_count": self.bind_count, "evict_count": self.evict_count,
                 "errors": list(self.errors), "fatal": self.fatal, "panic": self.panic,
-                "duration_s": self.duration_s, "cpu_s": self.cpu_s, "process_cpu_s": self.process_cpu_s}
+                "duration_s": self.duration_s, "cpu_s": self.cpu_s, "process_cpu_s": self.process_cpu_s,
+                "phases_ms": {k: list(v) for k, v in self.phases_ms.items()}}
 
 
 def _collect(ssn: Session, res: SessionResult) -> None:
@@ -83,6 +88,14 @@ def _collect(ssn: Session, res: SessionResult) -> None:
     res.new_pipelines = {k: n for k, n in res.pipelined.items() if (k, n) not in res.held_pipelines}
     res.new_pipelines.update(res.committed_pipelines)
     res.errors = list(ssn.errors)
+
+
+def _phase(phases: dict[str, list[float]], name: str, t0: float, c0: float) -> None:
+    """Add the wall and thread CPU ms since (t0, c0) to ``phases[name]`` (an action configured
+    twice is one phase, summed)."""
+    wall, cpu = (time.perf_counter() - t0) * 1000.0, (time.thread_time() - c0) * 1000.0
+    prev = phases.get(name)
+    phases[name] = [wall, cpu] if prev is None else [prev[0] + wall, prev[1] + cpu]
 
 
 def _held_pipelines(ssn: Session) -> frozenset:
@@ -103,16 +116,23 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
     res.session_uid = ssn.uid
     res.jobs, res.nodes = len(ssn.jobs), len(ssn.nodes)
     res.held_pipelines = _held_pipelines(ssn)
+    phases = res.phases_ms
+    for k, (wall, cpu) in ssn.phase_times.items():
+        phases[k] = [wall * 1000.0, cpu * 1000.0]
     try:
         for name in conf.actions:
+            t, c = time.perf_counter(), time.thread_time()
             action = get_action(name)
             action.initialize()
             action.execute(ssn)
             action.uninitialize()
+            _phase(phases, name, t, c)
         if session_hook is not None:
             session_hook(ssn)
         _collect(ssn, res)
+        t, c = time.perf_counter(), time.thread_time()
         close_session(ssn)
+        _phase(phases, "close", t, c)
         res.errors = list(ssn.errors)
     except FatalCacheError as e:
         _collect(ssn, res)

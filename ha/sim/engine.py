@@ -261,6 +261,7 @@ class SimEngine(EngineParts):
         stats["last_session_ms"] = None if s is None else round(s * 1000.0, 3)
         # the host's CPU has no model: measured, it would make a run irreproducible
         stats["last_session_cpu_ms"] = stats["last_session_process_cpu_ms"] = None
+        stats["last_session_phases_ms"] = None
         # how the host got there, not what the model did: with snapshot reuse off, the same run
         stats["node_clones"] = None
         data["stats"] = stats

@@ -35,6 +35,8 @@ def _measurement(**over) -> dict:
          "baseline_sessions_ms": [100.0, 100.0, 200.0], "sessions_ms": [400.0, 500.0, 800.0],
          "baseline_sessions_cpu_ms": [(90.4, 120.0), (95.0, 130.0), (150.0, 260.6)],
          "sessions_cpu_ms": [(300.2, 390.0), (None, None), (640.0, 900.0)],
+         "sessions_phases_ms": [{"snapshot": [100.4, 90.0], "allocate": [200.6, 180.2]}, None,
+                                {"snapshot": [120.0, 99.0], "close": [10.0, 9.0]}],
          "sessions_skipped": 0,
          "staleness_ms": {"scheduler-1": {"p50": 1.0, "p99": 9.0, "max": 9.0, "n": 5},
                           "scheduler-2": {"p50": 1.0, "p99": 12.0, "max": 12.0, "n": 5}},
@@ -56,6 +58,9 @@ def test_figures_and_baselines_from_a_measurement():
     assert r.params["baseline_sessions_cpu_ms_in_order"] == [[90, 120], [95, 130], [150, 261]]
     assert scale.result_from(_measurement(sessions_cpu_ms=None), quick=True).params[
         "sessions_cpu_ms_in_order"] is None      # a measurement taken before the CPU figures
+    assert r.params["sessions_phases_ms_in_order"] == [{"snapshot": [100, 90], "allocate": [201, 180]}, None,
+                                                       {"snapshot": [120, 99], "close": [10, 9]}]
+    assert r.params["baseline_sessions_phases_ms_in_order"] is None   # not in this measurement
     assert r.ratio == pytest.approx(4.0)
     rows = {x["name"]: x for x in r.extra}
     assert rows["scale-sync"]["value"] == 4.0 and rows["scale-sync"]["baseline"] == 0.5   # slowest
@@ -114,6 +119,10 @@ def test_bench_scale_quick_json():
     cpu = p["sessions_cpu_ms_in_order"]
     assert len(cpu) == len(p["sessions_ms_in_order"]) > 0
     assert all(c is not None and c > 0 and c <= pc + 1 for c, pc in cpu), cpu
+    # and its phases, in the order run, none longer than the session
+    for ph, wall in zip(p["sessions_phases_ms_in_order"], p["sessions_ms_in_order"]):
+        assert list(ph) == ["snapshot", "open", "enqueue", "allocate", "backfill", "close"], ph
+        assert sum(w for w, _ in ph.values()) <= wall + len(ph), (ph, wall)
 
 
 def test_the_model_mode_times_each_phase_of_the_same_sessions():

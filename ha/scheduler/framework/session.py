@@ -54,6 +54,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -152,6 +153,9 @@ class Session:
         self.uid = f"ssn-{next(_session_counter)}-{suffix}"
         self.cache = cache
         self.lent_token: int | None = None   # the snapshot's node clones, given back in release()
+        # where the session's time went, phase -> (wall s, this thread's CPU s): a measurement
+        # for reports and benchmarks, never an input of the model
+        self.phase_times: dict[str, tuple[float, float]] = {}
         # the session's time.Now(): the one given, else the cache's, else the wall clock
         if clock is None:
             clock = getattr(cache, "clock", None)
@@ -1070,11 +1074,14 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
                              configurations=list(configurations if configurations is not None else conf.configurations),
                              registered_builders=conf.registered_builders, source=conf.source)
     ssn = Session(cache, conf, seed=seed, clock=clock)
+    t0, c0 = time.perf_counter(), time.thread_time()
     hook = getattr(cache, "on_session_open", None)
     if callable(hook):
         hook()
     # a cache that can lend its node clones (SchedulerCache): they come back in release()
     snapshot = cache.snapshot(lend=True) if callable(getattr(cache, "give_back", None)) else cache.snapshot()
+    t1, c1 = time.perf_counter(), time.thread_time()
+    ssn.phase_times["snapshot"] = (t1 - t0, c1 - c0)
     ssn.lent_token = getattr(snapshot, "lent_token", None)
     ssn.jobs = snapshot.jobs
     from ha.scheduler.api.job_info import copy_object
@@ -1115,6 +1122,7 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
             ssn.plugins[plugin.name()] = plugin
             plugin.on_session_open(ssn)
     ssn.init_cycle_state()
+    ssn.phase_times["open"] = (time.perf_counter() - t1, time.thread_time() - c1)
     return ssn
 
 
