@@ -589,6 +589,59 @@ def test_predicate_scan_and_scores_match_per_node(seed: int, kind: str, pod_aff:
     assert compared > 1000
 
 
+def _cache_view(ph: PredicateHelper) -> dict:
+    return {g: [(name, e.error()) for name, e in c.items()] for g, c in ph.task_predicate_error_cache.items()}
+
+
+@pytest.mark.parametrize("seed,kind", [(27, "default"), (28, "binpack"), (29, "predicates-off")])
+def test_the_predicate_error_cache_of_role_tasks_matches_the_scalar_scan(seed: int, kind: str) -> None:
+    """Tasks with a role and the error cache on, a (job, role) after another through one helper
+    (as allocate scans a job's tasks): the same feasible nodes, start index and FitErrors, and
+    the same cache -- which nodes, with which error, in which order -- after every scan."""
+    from ha.scheduler.actions.allocate import AllocateAction
+    from ha.scheduler.api import TaskStatus
+    w = workload(seed)
+    for i, p in enumerate(w["pods"] + [p for _, ps in w["wave2"] for p in ps]):
+        p["metadata"].setdefault("annotations", {})["volcano.sh/task-spec"] = "worker"
+        if not p["spec"].get("nodeName") and i % 5 == 0:   # fits nowhere: the FitErrors path
+            p["spec"] = dict(p["spec"], containers=[{"name": "main", "resources": {
+                "requests": {"cpu": "100000", "memory": str(GI)}}}])
+    ssn = _open(w, "v1.14", kind)
+    action = AllocateAction()
+    action.parse_arguments(ssn)
+    action.ssn = ssn
+    fp = fastpath.AllocateFastPath(ssn)
+    rng = random.Random(seed)
+    jobs = [[t for t in j.tasks.values() if t.status == TaskStatus.PENDING] for j in ssn.jobs.values()]
+    jobs = [ts for ts in jobs if len(ts) >= 2]
+    assert len(jobs) > 10
+    a, b = _Owner(), _Owner()
+    start = rng.randrange(1000)
+    _set_last_index(a, start)
+    _set_last_index(b, start)
+    found_some = empty = 0
+    for tasks in jobs:
+        ph_a, ph_b = PredicateHelper(a), PredicateHelper(b)   # one helper per job, as allocate has
+        for task in tasks + tasks[:1]:                        # the first again: all it failed is cached
+            found, fe = ph_a.predicate_nodes(task, ssn.node_list, action.predicate, True)
+            sel = fp.predicate_nodes(task, ph_b, True, action.predicate)
+            assert sel is not None
+            if not found:
+                assert len(sel) == 0
+                vfe = fp.fit_errors(task, ph_b, action.predicate, True)
+                assert vfe is not None
+                assert vfe.error() == fe.error()
+                assert [(n, e.error()) for n, e in vfe.nodes.items()] == [(n, e.error()) for n, e in fe.nodes.items()]
+                empty += 1
+            else:
+                assert [ssn.node_list[j].name for j in sel] == [x.name for x in found]
+                found_some += 1
+            assert _get_last_index(a) == _get_last_index(b)
+            assert _cache_view(ph_b) == _cache_view(ph_a)
+    assert found_some > 20 and empty > 3
+    assert fp.stats["error_cache"] > 20 and fp.stats["cache_passed"] > 100
+
+
 def test_fast_path_follows_session_changes() -> None:
     """Node arrays follow allocations made through statements (the sinks), so a scan after them
     still equals the scalar scan."""
@@ -674,13 +727,30 @@ def test_equivalence_check_detects_a_perturbed_score(monkeypatch: pytest.MonkeyP
 
 def test_equivalence_check_detects_a_perturbed_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     def wrapper(orig):
-        def perturbed(self, task, ph, enable):
-            sel = orig(self, task, ph, enable)
+        def perturbed(self, task, ph, enable, predicate=None):
+            sel = orig(self, task, ph, enable, predicate)
             if sel is not None and len(sel) > 2:
                 sel = sel[:-1]  # stop one feasible node early
             return sel
         return perturbed
     assert _detects(monkeypatch, "predicate_nodes", wrapper)
+
+
+def test_equivalence_check_detects_an_error_cache_left_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _detects(monkeypatch, "_cache_errors", lambda orig: staticmethod(lambda ph, group, errors: None))
+
+
+def test_equivalence_check_detects_cached_nodes_scanned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _detects(monkeypatch, "_cached_nodes", lambda orig: (lambda self, node_cache: None))
+
+
+def test_role_tasks_take_the_fast_path_with_the_error_cache() -> None:
+    """Every pod of a Volcano job has a role and allocate's predicate error cache is on by
+    default: such tasks are scanned by the fast path (which keeps the cache), not the scalar one."""
+    seed, prof, kind, nominated = CASES[0]
+    out, info = run(workload(seed, nominated=nominated), prof, kind, True)
+    st = {k: sum(p.stats[k] for p in info["paths"]) for k in ("error_cache", "cache_passed")}
+    assert st["error_cache"] > 20 and st["cache_passed"] > 100, st
 
 
 def test_tolerations_take_the_mask_not_the_per_node_predicate() -> None:

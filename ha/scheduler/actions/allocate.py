@@ -440,10 +440,12 @@ class AllocateAction:
                 if fast_ok:
                     # vectorised scan with the same result; empty: the FitErrors from the
                     # arrays, or (when they cannot tell) from the scalar scan below
-                    fast_sel = self.fastpath.predicate_nodes(task, ph, self.enable_predicate_error_cache)
+                    fast_sel = self.fastpath.predicate_nodes(task, ph, self.enable_predicate_error_cache,
+                                                             self.predicate)
                     if fast_sel is not None and len(fast_sel) == 0:
                         fast_sel = None
-                        vector_fe = self.fastpath.fit_errors(task, ph, self.predicate)
+                        vector_fe = self.fastpath.fit_errors(task, ph, self.predicate,
+                                                             self.enable_predicate_error_cache)
                 if vector_fe is not None:
                     fit_errors = vector_fe
                 elif fast_sel is None:

@@ -162,8 +162,10 @@ class AllocateFastPath:
         self.to_find = calculate_num_of_feasible_nodes_to_find(self.n)
         self.chunk = max(2 * self.to_find, 512)
         self.tasks: dict[Any, _TaskFacts] = {}
+        # "error_cache": scans of a task with a role and the predicate error cache on;
+        # "cache_passed": nodes such scans passed over because its (job, role) failed there before
         self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0,
-                      "vector_fit_errors": 0}
+                      "vector_fit_errors": 0, "error_cache": 0, "cache_passed": 0}
 
         # plugins
         pred = ssn.plugins.get("predicates") if _names(ssn, "enabled_predicate", ssn.predicate_fns) else None
@@ -372,19 +374,29 @@ class AllocateFastPath:
             for a in range(lo, hi, chunk):
                 yield a, min(a + chunk, hi)
 
-    def predicate_nodes(self, task: Any, ph: Any, enable_error_cache: bool) -> np.ndarray | None:
+    def predicate_nodes(self, task: Any, ph: Any, enable_error_cache: bool,
+                        predicate: Any = None) -> np.ndarray | None:
         """Indices (into ``ssn.node_list``, in scan order) of the nodes the scalar
         ``PredicateHelper.predicate_nodes`` would return, advancing its start index the same way;
         an empty array (start index untouched) when no node is feasible, so that the caller runs
-        the scalar scan for the exact FitErrors; None when this task needs the scalar path."""
+        the scalar scan for the exact FitErrors; None when this task needs the scalar path.
+
+        A task with a role and the error cache on (Volcano's default for every vcjob pod): nodes
+        its (job, role) failed on before in this helper are passed over, and every node the scan
+        passes that fails gets its error in the cache, as the scalar scan leaves it -- the
+        resource misfits built from the arrays, the others from ``predicate`` (the action's
+        per-node predicate; without it such a task takes the scalar path)."""
         from ha.scheduler.framework.util import _get_last_index, _set_last_index
         ssn = self.ssn
         if not self.ok or ssn.node_list is not self.node_list or len(self.node_list) != self.n:
             return None
         role = getattr(task, "task_role", "") or ""
+        group = None
         if role and enable_error_cache:
-            self.stats["scalar_predicate"] += 1
-            return None  # the per-(job, role) error cache needs every node's error
+            if predicate is None:
+                self.stats["scalar_predicate"] += 1
+                return None
+            group = f"{task.job}/{role}"
         if not self.built:
             self._build()
         self._sync()
@@ -393,6 +405,9 @@ class AllocateFastPath:
         f = self._facts(task)
         n, to_find = self.n, self.to_find
         start = _get_last_index(ph._owner) % n
+        # failed before (the scalar scan's ``failedBefore``): the cached nodes are passed over
+        skip = self._cached_nodes(ph.task_predicate_error_cache.get(group)) if group is not None else None
+        errs: dict[int, Any] = {}     # the plugin predicate's errors met on the way (cache on)
         # PR fix S1: a task Pipelined on a node does not compete with its own reservation there
         j0, ok0 = -1, False
         if self.self_exclusion and task.status == TaskStatus.PIPELINED:
@@ -421,6 +436,8 @@ class AllocateFastPath:
             m &= gate[a:b]
             if a <= j0 < b:
                 m[j0 - a] = ok0 and gate[j0]
+            if skip is not None:
+                m &= ~skip[a:b]
             idx = np.flatnonzero(m)
             if not len(idx):
                 continue
@@ -432,10 +449,13 @@ class AllocateFastPath:
                     break
             else:
                 for j in idx.tolist():
-                    if pfn(task, nl[j]) is None:
+                    err = pfn(task, nl[j])
+                    if err is None:
                         found.append(j)
                         if len(found) >= to_find:
                             break
+                    elif group is not None:
+                        errs[j] = err
                 if len(found) >= to_find:
                     break
         if simple:
@@ -449,11 +469,87 @@ class AllocateFastPath:
             self.stats["scalar_rerun"] += 1
             return sel
         processed = (int(sel[-1]) - start) % n + 1 if full else n
+        if group is not None:
+            # the nodes the scan passed that failed (not found, not passed over as cached)
+            pos = np.arange(start, start + processed) % n
+            passed = np.ones(processed, dtype=bool)
+            passed[(sel - start) % n] = False
+            if skip is not None:
+                on_cache = skip[pos]
+                self.stats["cache_passed"] += int(on_cache.sum())
+                passed &= ~on_cache
+            new = self._errors(task, f, pos[passed], errs, predicate)
+            if new is None:          # the arrays and the predicate disagree: the scalar scan
+                self.stats["scalar_predicate"] += 1
+                return None
+            self._cache_errors(ph, group, new)
+            self.stats["error_cache"] += 1
         _set_last_index(ph._owner, (start + processed) % n)
         self.stats["fast"] += 1
         return sel
 
-    def fit_errors(self, task: Any, ph: Any, predicate: Any) -> Any:
+    # -- the per-(job, role) predicate error cache ------------------------------------------------
+    def _cached_nodes(self, node_cache: dict | None) -> np.ndarray | None:
+        """The nodes named in a (job, role)'s error cache as a mask; None when there is none."""
+        if node_cache is None:
+            return None
+        idx = self.index
+        mask = np.zeros(self.n, dtype=bool)
+        rows = [idx[name] for name in node_cache if name in idx]
+        if rows:
+            mask[rows] = True
+        return mask
+
+    def _errors(self, task: Any, f: _TaskFacts, failing: np.ndarray, known: dict[int, Any],
+                predicate: Any) -> list[tuple[str, Any]] | None:
+        """Each failing node's error as the scalar predicate gives it, in scan order: a node whose
+        FutureIdle does not hold the request fails the first check with "Insufficient <first
+        such dimension>"; any other (and a Pipelined task's own node, whose FutureIdle differs
+        with self-exclusion) is asked of ``predicate``. None if ``predicate`` accepts a node the
+        arrays rejected."""
+        from ha.scheduler.api.types import FitError, Status, StatusCode, wrap_insufficient_resource_reason
+        if not len(failing):
+            return []
+        fi = self.fi[f.rows][:, failing]
+        short = (f.req - fi) >= _EPS
+        first = np.where(short.any(axis=0), short.argmax(axis=0), -1).tolist()
+        dims = [self.dims[r] for r in f.rows.tolist()]
+        statuses: dict[int, Any] = {}
+        j0 = self.index.get(task.node_name, -1) if (
+            self.self_exclusion and task.status == TaskStatus.PIPELINED) else -1
+        ns, name, nl = task.namespace, task.name, self.node_list
+        out: list[tuple[str, Any]] = []
+        for j, code in zip(failing.tolist(), first):
+            node = nl[j]
+            err = known.get(j)
+            if err is None:
+                if code < 0 or j == j0:
+                    err = predicate(task, node)
+                    if err is None:
+                        return None
+                else:
+                    st = statuses.get(code)
+                    if st is None:
+                        st = statuses[code] = Status(StatusCode.UNSCHEDULABLE,
+                                                     wrap_insufficient_resource_reason([dims[code]]))
+                    err = FitError(ns, name, node.name, [st])
+            out.append((node.name, err))
+        return out
+
+    @staticmethod
+    def _cache_errors(ph: Any, group: str, errors: list[tuple[str, Any]]) -> None:
+        """Into the helper's cache as the scalar scan puts them (the group appears with its first
+        error; a group seen before gets its entries added)."""
+        if not errors:
+            return
+        cache = ph.task_predicate_error_cache
+        node_cache = cache.get(group)
+        if node_cache is None:
+            node_cache = cache[group] = {}
+        for name, err in errors:
+            node_cache[name] = err
+
+    def fit_errors(self, task: Any, ph: Any, predicate: Any, enable_error_cache: bool = False) -> Any:
         """The FitErrors of the scalar scan for a task ``predicate_nodes`` found no node for (call
         it right after that empty answer: the start index is where that scan began), without
         calling ``predicate`` on every node: a node whose FutureIdle does not hold the request
@@ -462,8 +558,8 @@ class AllocateFastPath:
         own node, whose FutureIdle differs with self-exclusion) go through ``predicate``. None
         when the scalar scan must run (a node the arrays call infeasible that ``predicate``
         accepts, or a switch that changes the predicate)."""
-        from ha.scheduler.framework.util import _get_last_index
-        from ha.scheduler.api.types import FitErrors, Status, StatusCode, wrap_insufficient_resource_reason
+        from ha.scheduler.framework.util import _get_last_index, _set_last_index
+        from ha.scheduler.api.types import FitError, FitErrors, Status, StatusCode, wrap_insufficient_resource_reason
         ssn = self.ssn
         if getattr(ssn.switches, "planted_skip_fit", False) or not self.built or self.dirty:
             return None
@@ -471,6 +567,10 @@ class AllocateFastPath:
         if f is None:
             return None
         n = self.n
+        role = getattr(task, "task_role", "") or ""
+        group = f"{task.job}/{role}" if role and enable_error_cache else None
+        cached = ph.task_predicate_error_cache.get(group) if group is not None else None
+        skip = self._cached_nodes(cached)
         start = _get_last_index(ph._owner) % n
         order = np.concatenate([np.arange(start, n), np.arange(0, start)])
         fi = self.fi[f.rows][:, order]
@@ -484,7 +584,19 @@ class AllocateFastPath:
         codes = first.tolist()
         order_l = order.tolist()
         own: dict[str, Any] = {}
-        for k in np.flatnonzero(first < 0).tolist() + ([order_l.index(j0)] if j0 >= 0 else []):
+        asked = first < 0
+        if j0 >= 0:
+            asked[order_l.index(j0)] = True
+        if skip is not None:
+            # failed before: the scan takes a cached node's error and asks nothing of it
+            passed = skip[order]
+            asked &= ~passed
+            self.stats["cache_passed"] += int(passed.sum())
+            for k in np.flatnonzero(passed).tolist():
+                name = nl[order_l[k]].name
+                own[name] = cached[name]
+                codes[k] = -1
+        for k in np.flatnonzero(asked).tolist():
             node = nl[order_l[k]]
             err = predicate(task, node)
             if err is None:
@@ -495,8 +607,20 @@ class AllocateFastPath:
         names = names[start:] + names[:start]       # ... in the scan's
         for name, err in own.items():
             err.node_name = name
+        if group is not None:
+            # every node the cache did not name fails now and is cached with its error
+            new = []
+            for name, code in zip(names, codes):
+                if code >= 0:
+                    new.append((name, FitError(task.namespace, task.name, name, [statuses[code]])))
+                elif cached is None or name not in cached:
+                    new.append((name, own[name]))
+            self._cache_errors(ph, group, new)
+            self.stats["error_cache"] += 1
         fe = FitErrors()
         fe.set_scan(task.namespace, task.name, names, codes, statuses, own)
+        # the scalar scan passed every node: it leaves the start index where it began, modulo n
+        _set_last_index(ph._owner, start)
         self.stats["vector_fit_errors"] += 1
         return fe
 
