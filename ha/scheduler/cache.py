@@ -23,10 +23,10 @@ from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTA
                               PIPELINED_STATUS_ANNOTATION, POD_REASON_SCHEDULER_ERROR, CacheError, ClusterInfo,
                               FatalCacheError, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskNodeError, TaskStatus,
                               job_terminated)
-from ha.scheduler.api.job_info import PodGroupPhase, copy_object
+from ha.scheduler.api.job_info import PodGroupPhase, copy_object, same_sums
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION, HyperNodesInfo
 from ha.scheduler.profiles import Switches, profile
-from ha.scheduler.snapshot_reuse import NodeClones
+from ha.scheduler.snapshot_reuse import NodeClones, SnapshotReuseMismatch, verifying
 
 __all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 
@@ -587,6 +587,12 @@ class SchedulerCache:
                 if pc is not None:
                     job.priority = int(pc.get("value") or 0)
                 snap.jobs[job.uid] = job.clone()
+            if verifying():
+                # a job clone takes the job's running sums instead of adding its tasks up again
+                for uid, c in snap.jobs.items():
+                    why = same_sums(c)
+                    if why is not None:
+                        raise SnapshotReuseMismatch(f"job {uid}: {why}")
             snap.priority_classes = {n: int(pc.get("value") or 0) for n, pc in self.priority_classes.items()}
             (snap.hyper_nodes, snap.hyper_nodes_set_by_tier, snap.real_nodes_set,
              snap.hyper_node_tier_name_map, snap.hyper_nodes_ready_to_schedule) = self.hyper_nodes_info.snapshot()

@@ -18,7 +18,10 @@ The contract:
   ``ha-testbed bench scale --param where=model``).
 
 Jobs are cloned afresh every time: a session writes every job's PodGroup status back into its
-clone (the job updater), so a job clone is never untouched.
+clone (the job updater), so a job clone is never untouched. A job clone takes the job's running
+sums (allocated, total request) instead of adding its tasks up again when that is exact (whole,
+non-negative amounts below 2**53, no scalar resource: ``JobInfo.clone``); the verifier checks those
+too.
 """
 from __future__ import annotations
 

@@ -136,6 +136,26 @@ def test_role_checks():
     assert job.check_task_starving()
 
 
+@pytest.mark.parametrize("minimums", [{}, {"ps": 0}, {"ps": 0, "worker": 0}, {"worker": -1}])
+def test_role_checks_without_a_role_minimum_answer_as_counting_would(minimums, monkeypatch):
+    """No role asks for a task: the checks answer without counting the tasks, and the answers
+    are the counting ones, over jobs in every mix of statuses."""
+    for n_pending, n_running, min_member in ((0, 0, 0), (2, 1, 3), (3, 0, 1), (0, 4, 5)):
+        job = _job(n_pending=n_pending, n_running=n_running, min_member=min_member,
+                   roles=(["ps", "worker", "worker", "worker"] * 2)[:n_pending + n_running])
+        job.task_min_available = dict(minimums)
+        job.task_min_available_total = sum(minimums.values())
+        quick = [job.check_task_valid(), job.check_task_ready(), job.check_task_pipelined(),
+                 job.check_task_starving()]
+        with monkeypatch.context() as m:
+            m.setattr(JobInfo, "_no_role_minimum", lambda self: False)
+            counted = [job.check_task_valid(), job.check_task_ready(), job.check_task_pipelined(),
+                       job.check_task_starving()]
+        assert quick == counted == [True, True, True, False]
+    job.task_min_available = {"ps": 0, "worker": 1}     # a minimum: counted, not assumed
+    assert not job._no_role_minimum()
+
+
 def test_task_scheduling_reason_nomination_only_with_eviction():
     job = _job(n_pending=1)
     t = next(iter(job.tasks.values()))

@@ -120,3 +120,78 @@ def test_an_older_snapshot_given_back_late_is_ignored():
     clones.give_back(t2)                       # b's token is no longer the one lent
     _, d = clones.clone(nodes, lend=True)
     assert d["n1"] is not b["n1"]
+
+
+# ---- job clones take their job's running sums ----------------------------------------------------
+
+def _job(cache, name):
+    return next(j for j in cache.jobs.values() if j.name == name)
+
+
+def _sums(r):
+    return (r.milli_cpu, r.memory, r.scalar_resources)
+
+
+def test_a_job_clone_takes_the_jobs_running_sums_when_they_are_exact():
+    cache, _ = _cache()
+    cache.add_pod(pod("r2", "pgr", 300, node_name="n3", phase="Running"))
+    cache.add_pod(pod("r3", "pgr", 200))                  # pending: in the total request only
+    job = _job(cache, "pgr")
+    clone = job.clone()
+    assert clone.allocated is not job.allocated and clone.total_request is not job.total_request
+    assert _sums(clone.allocated) == (800.0, 2.0 * 2**20, {"pods": 2.0})
+    assert _sums(clone.total_request) == (1000.0, 3.0 * 2**20, {"pods": 3.0})
+    assert clone.allocated.scalar_resources is not job.allocated.scalar_resources
+    assert list(clone.tasks) == list(job.tasks)
+    assert {s: list(ts) for s, ts in clone.task_status_index.items()} == {
+        s: [u for u in job.tasks if job.tasks[u].status == s] for s in clone.task_status_index}
+
+
+def test_a_job_clone_adds_its_tasks_up_when_the_sums_may_not_be_exact():
+    cache, _ = _cache()
+    job = _job(cache, "pgr")
+    task = next(iter(job.tasks.values()))
+    job.allocated.milli_cpu += 0.5        # a sum a fractional request went through
+    job.total_request.milli_cpu += 0.5
+    clone = job.clone()
+    assert _sums(clone.allocated) == (500.0, 2.0**20, {"pods": 1.0})   # added up again, not taken
+    job.allocated.milli_cpu -= 0.5
+    job.total_request.milli_cpu -= 0.5
+    task.resreq = task.resreq.clone()
+    task.resreq.milli_cpu = 0.25          # a fractional request: sums depend on their order
+    clone = job.clone()
+    assert clone.allocated.milli_cpu == 0.25 and clone.total_request.milli_cpu == 0.25
+
+
+def test_the_verifier_finds_a_job_sum_out_of_step_with_its_tasks(monkeypatch):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = _cache()
+    cache.snapshot(lend=True)
+    _job(cache, "pgr").allocated.milli_cpu += 1000   # written past add/delete_task_info
+    with pytest.raises(SnapshotReuseMismatch, match=r"job .*pgr.*allocated"):
+        cache.snapshot(lend=True)
+
+
+def test_a_job_clone_adds_its_tasks_up_when_a_sum_keeps_a_count_no_task_has():
+    """A Running task that left the allocated statuses leaves the job's allocated sum with a zero
+    pod count; added up again there would be no count at all: the clone adds up."""
+    cache, _ = _cache()
+    job = _job(cache, "pgr")
+    task = next(iter(job.tasks.values()))
+    from ha.scheduler.api import TaskStatus
+    job.update_task_status(task, TaskStatus.RELEASING)
+    assert job.allocated.scalar_resources == {"pods": 0.0}
+    clone = job.clone()
+    assert clone.allocated.scalar_resources is None and clone.allocated.milli_cpu == 0.0
+    assert _sums(clone.total_request) == (500.0, 2.0**20, {"pods": 1.0})
+
+
+def test_a_job_clone_of_tasks_with_an_extended_resource_adds_them_up():
+    cache, _ = _cache()
+    gpu = pod("g1", "pgr", 100, node_name="n1", phase="Running")
+    gpu["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    cache.add_pod(gpu)
+    job = _job(cache, "pgr")
+    job.allocated.scalar_resources["nvidia.com/gpu"] += 1000.0   # out of step: only adding up hides it
+    clone = job.clone()
+    assert clone.allocated.scalar_resources == {"pods": 2.0, "nvidia.com/gpu": 1000.0}

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from .duration import parse_go_duration
 from .helpers import JDB_MAX_UNAVAILABLE, JDB_MIN_AVAILABLE, PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY
-from .resource import ZERO, Resource
+from .resource import PODS, ZERO, Resource
 from .task_info import TaskInfo, _parse_bool
 from .types import (POD_REASON_SCHEDULABLE, POD_REASON_UNSCHEDULABLE, FitErrors, TaskStatus)
 
@@ -47,6 +47,45 @@ def copy_object(o: Any) -> Any:
     return o
 
 
+_EXACT = float(2 ** 53)
+
+
+def _not_whole(v: float | None) -> bool:
+    return v is None or bool(v % 1.0) or not 0.0 <= v < _EXACT
+
+
+def _exact_sum(r: Resource, counted: bool) -> bool:
+    """A running sum of plain requests that adding them up again reproduces: whole amounts below
+    2**53, and as scalars the pod count if any task was ``counted`` into it, else none (a nil map:
+    a sum whose last task left keeps a zero count, which adding up again would not)."""
+    m, b, sk = r.milli_cpu, r.memory, r.scalar_resources
+    if m % 1.0 or b % 1.0 or not (0.0 <= m < _EXACT and 0.0 <= b < _EXACT) or r.max_task_num:
+        return False
+    if not counted:
+        return sk is None
+    return sk is not None and len(sk) == 1 and not _not_whole(sk.get(PODS))
+
+
+def _sums(tasks: dict) -> tuple[Resource, Resource]:
+    """(allocated, total request) of ``tasks`` added up in order, as add_task_info does."""
+    allocated, total = Resource(), Resource()
+    for t in tasks.values():
+        total.add(t.resreq)
+        if t.status in _ALLOCATED:
+            allocated.add(t.resreq)
+    return allocated, total
+
+
+def same_sums(job: "JobInfo") -> str | None:
+    """None if the job's running sums equal its tasks added up in order, else what differs."""
+    a, tr = _sums(job.tasks)
+    for what, kept, fresh in (("allocated", job.allocated, a), ("total_request", job.total_request, tr)):
+        if (kept.milli_cpu, kept.memory, kept.scalar_resources, kept.max_task_num) != (
+                fresh.milli_cpu, fresh.memory, fresh.scalar_resources, fresh.max_task_num):
+            return f"{what}: kept {kept} != added up {fresh}"
+    return None
+
+
 @dataclass
 class DisruptionBudget:
     min_available: str = ""
@@ -64,7 +103,7 @@ class JobInfo:
         "job_fit_errors", "nodes_fit_errors", "task_status_index", "tasks", "task_min_available",
         "task_min_available_total", "allocated", "total_request", "creation_timestamp", "pod_group",
         "schedule_start_timestamp", "preemptable", "revocable_zone", "budget", "allocated_hyper_node",
-        "sub_job_allocated_hyper_node", "__weakref__",
+        "sub_job_allocated_hyper_node", "sums_plain", "__weakref__",
     )
 
     def __init__(self, uid: str, *tasks: TaskInfo):
@@ -93,6 +132,9 @@ class JobInfo:
         self.allocated_hyper_node = ""
         # the default sub-job's AllocatedHyperNode (Go keeps it apart from the job's)
         self.sub_job_allocated_hyper_node = ""
+        # a snapshot's clone that took its job's running sums (clone()): ``allocated`` is its
+        # allocated tasks added up, exactly, until a task of it changes
+        self.sums_plain = False
         for t in tasks:
             self.add_task_info(t)
 
@@ -180,6 +222,7 @@ class JobInfo:
 
     # ---- tasks --------------------------------------------------------------------------------
     def add_task_info(self, ti: TaskInfo) -> None:
+        self.sums_plain = False
         self.tasks[ti.uid] = ti
         idx = self.task_status_index.get(ti.status)
         if idx is None:
@@ -197,6 +240,7 @@ class JobInfo:
         self.add_task_info(task)
 
     def delete_task_info(self, ti: TaskInfo) -> None:
+        self.sums_plain = False
         task = self.tasks.get(ti.uid)
         if task is None:
             log.debug("failed to find task <%s/%s> in job <%s/%s>", ti.namespace, ti.name,
@@ -219,6 +263,7 @@ class JobInfo:
         of its status index, whose status key moves to the end if it was the only entry), and
         the same resource arithmetic (sub then add, so float sums match exactly). ``stored`` may
         be ``ti`` itself (kept in place by the cache)."""
+        self.sums_plain = False
         uid, st = ti.uid, ti.status
         tasks = self.tasks
         index = self.task_status_index
@@ -267,8 +312,6 @@ class JobInfo:
         info.tasks = {}
         info.task_min_available = dict(self.task_min_available)
         info.task_min_available_total = self.task_min_available_total
-        info.allocated = Resource()
-        info.total_request = Resource()
         info.creation_timestamp = self.creation_timestamp
         info.pod_group = copy_object(self.pod_group) if self.pod_group is not None else None
         info.schedule_start_timestamp = self.schedule_start_timestamp
@@ -277,9 +320,60 @@ class JobInfo:
         info.budget = self.budget.clone()
         info.allocated_hyper_node = self.allocated_hyper_node
         info.sub_job_allocated_hyper_node = self.sub_job_allocated_hyper_node
-        for t in self.tasks.values():
-            info.add_task_info(t.clone())
+        # add_task_info for each task clone, in order, with the two sums left for below
+        tasks = info.tasks
+        index = info.task_status_index
+        # plain: every request whole and non-negative, its only scalar the pod count (what
+        # get_pod_resource_request gives a pod without extended resources)
+        plain = True
+        for uid, t in self.tasks.items():
+            c = t.clone()
+            tasks[uid] = c
+            idx = index.get(c.status)
+            if idx is None:
+                idx = index[c.status] = {}
+            idx[uid] = c
+            if plain:
+                r = c.resreq
+                m, b, sk = r.milli_cpu, r.memory, r.scalar_resources
+                if m % 1.0 or b % 1.0 or m < 0.0 or b < 0.0 or sk is None or len(sk) != 1:
+                    plain = False
+                else:
+                    p = sk.get(PODS)
+                    if p is None or p % 1.0 or p < 0.0:
+                        plain = False
+        a, tr = self.allocated, self.total_request
+        if plain and _exact_sum(tr, bool(tasks)) and _exact_sum(
+                a, any(s in _ALLOCATED for s in index)):
+            # whole amounts below 2**53 add up exactly in any order, and the pod count is the
+            # only scalar either way: this job's own running sums are what adding its tasks up
+            # again would give, field for field
+            info.allocated = a.clone()
+            info.total_request = tr.clone()
+            info.sums_plain = True
+        else:
+            info.allocated, info.total_request = _sums(tasks)
+            info.sums_plain = False
         return info
+
+    def allocated_sum(self, check: bool = False) -> Resource:
+        """The allocated tasks' requests added up in status-index order, a new Resource (drf's
+        and proportion's figure of a job at session open): the running sum's copy when it is
+        that exactly (``sums_plain``), else added up. ``check``: add up anyway and raise
+        ``AssertionError`` if a copy would have differed."""
+        if self.sums_plain and not check:
+            return self.allocated.clone()
+        out = Resource()
+        for status, tasks in self.task_status_index.items():
+            if status in _ALLOCATED:
+                for t in tasks.values():
+                    out.add(t.resreq)
+        if check and self.sums_plain:
+            a = self.allocated
+            if (a.milli_cpu, a.memory, a.scalar_resources, a.max_task_num) != (
+                    out.milli_cpu, out.memory, out.scalar_resources, out.max_task_num):
+                raise AssertionError(f"job {self.uid}: allocated sum {a} != its tasks added up {out}")
+        return out
 
     # ---- counters -----------------------------------------------------------------------------
     def _n(self, status: TaskStatus) -> int:
@@ -372,8 +466,15 @@ class JobInfo:
     def get_job_allocated_roles(self) -> dict[str, int]:
         return self._role_counts((SUCCEEDED,), pending_empty=True)
 
+    def _no_role_minimum(self) -> bool:
+        """No role asks for a task (minTaskMember empty or nothing above 0): the per-role checks
+        below then hold whatever the counts are (and nothing starves) -- the same answers
+        without counting every task of every job, several times a session."""
+        tma = self.task_min_available
+        return not tma or all(m <= 0 for m in tma.values())
+
     def check_task_valid(self) -> bool:
-        if self.min_available < self.task_min_available_total:
+        if self.min_available < self.task_min_available_total or self._no_role_minimum():
             return True
         actual = self._role_counts((SUCCEEDED, PIPELINED, PENDING), pending_empty=False)
         for role, m in self.task_min_available.items():
@@ -384,13 +485,13 @@ class JobInfo:
         return True
 
     def check_task_ready(self) -> bool:
-        if self.min_available < self.task_min_available_total:
+        if self.min_available < self.task_min_available_total or self._no_role_minimum():
             return True
         occ = self.get_job_allocated_roles()
         return all(occ.get(role, 0) >= m for role, m in self.task_min_available.items())
 
     def check_task_pipelined(self) -> bool:
-        if self.min_available < self.task_min_available_total:
+        if self.min_available < self.task_min_available_total or self._no_role_minimum():
             return True
         occ = self._role_counts((SUCCEEDED, PIPELINED), pending_empty=True)
         return all(occ.get(role, 0) >= m for role, m in self.task_min_available.items())
@@ -398,6 +499,8 @@ class JobInfo:
     def check_task_starving(self) -> bool:
         if self.min_available < self.task_min_available_total:
             return True
+        if self._no_role_minimum():
+            return False
         occ = self._role_counts((SUCCEEDED, PIPELINED), pending_empty=False)
         return any(occ.get(role, 0) < m for role, m in self.task_min_available.items())
 

@@ -214,7 +214,7 @@ class CapacityPlugin(QueueAttrPlugin):
             if attr.children:
                 return False  # a job in an inner queue
             before = (attr.allocated.clone(), attr.request.clone(), attr.inqueue.clone(), attr.elastic.clone())
-            account_job(attr, job)
+            account_job(attr, job, sums=False)   # the deltas below: task by task, as before
             deltas = (attr.allocated.clone().sub(before[0]), attr.request.clone().sub(before[1]),
                       attr.inqueue.clone().sub(before[2]), attr.elastic.clone().sub(before[3]))
             for anc in attr.ancestors:

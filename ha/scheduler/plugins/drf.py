@@ -18,6 +18,7 @@ from ha.scheduler.api import allocated_status
 from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.plugins import register
 from ha.scheduler.plugins.util import PERMIT, Resource, share
+from ha.scheduler.snapshot_reuse import verifying
 
 PLUGIN_NAME = "drf"
 SHARE_DELTA = 0.000001
@@ -64,12 +65,17 @@ class DrfPlugin:
     def on_session_open(self, ssn: Any) -> None:
         self.total_resource = ssn.total_resource.clone()
         self.job_attrs = {}
+        check = verifying()
         for job in ssn.jobs.values():
             attr = DrfAttr()
-            for status, tasks in job.task_status_index.items():
-                if allocated_status(status):
-                    for t in tasks.values():
-                        attr.allocated.add(t.resreq)
+            if getattr(job, "sums_plain", False):
+                # the job's allocated tasks added up: its clone's running sum, exactly
+                attr.allocated = job.allocated_sum(check)
+            else:
+                for status, tasks in job.task_status_index.items():
+                    if allocated_status(status):
+                        for t in tasks.values():
+                            attr.allocated.add(t.resreq)
             self._update_share(attr)
             self.job_attrs[job.uid] = attr
 

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ha.scheduler.api import QueueState, Resource, TaskStatus, allocated_status
 from ha.scheduler.framework.events import EventHandler
+from ha.scheduler.snapshot_reuse import verifying
 from ha.scheduler.plugins.util import (
     INFINITY, MAX_FLOAT, PERMIT, REJECT, Plugin, exceeded_part, share,
 )
@@ -140,16 +141,35 @@ def total_guarantee_of(queues: Any) -> Resource:
     return total
 
 
-def account_job(attr: QueueAttr, job: Any) -> None:
-    """Add a job's allocated / requested / inqueue / elastic resources to its queue's attributes."""
-    for status, tasks in job.task_status_index.items():
-        if allocated_status(status):
-            for t in tasks.values():
-                attr.allocated.add(t.resreq)
+def account_job(attr: QueueAttr, job: Any, check: bool = False, sums: bool = True) -> bool:
+    """Add a job's allocated / requested / inqueue / elastic resources to its queue's attributes.
+
+    A job whose clone took its running sums (``sums_plain``: whole requests, the pod count their
+    only scalar) adds its allocated sum at once instead of task by task (``sums=False``: task by
+    task anyway); ``check`` compares that sum with its tasks added up. Returns whether every
+    amount added was a whole number: whole amounts add up exactly in any grouping while the
+    totals stay below 2**53, which the caller checks."""
+    whole = True
+    if sums and getattr(job, "sums_plain", False):
+        alloc = job.allocated_sum(check)
+        attr.allocated.add(alloc)
+        attr.request.add(alloc)
+        pending = job.task_status_index.get(TaskStatus.PENDING)
+        if pending:
+            for t in pending.values():
                 attr.request.add(t.resreq)
-        elif status == TaskStatus.PENDING:
-            for t in tasks.values():
-                attr.request.add(t.resreq)
+                whole = whole and _whole(t.resreq)
+    else:
+        for status, tasks in job.task_status_index.items():
+            if allocated_status(status):
+                for t in tasks.values():
+                    attr.allocated.add(t.resreq)
+                    attr.request.add(t.resreq)
+                    whole = whole and (not sums or _whole(t.resreq))
+            elif status == TaskStatus.PENDING:
+                for t in tasks.values():
+                    attr.request.add(t.resreq)
+                    whole = whole and (not sums or _whole(t.resreq))
     phase = job.pod_group_phase
     if phase == PG_INQUEUE:
         attr.inqueue.add(job_min_resources(job))
@@ -158,6 +178,20 @@ def account_job(attr: QueueAttr, job: Any) -> None:
             and allocated_task_num(job) >= pg_min_member(job)):
         attr.inqueue.add(inqueue_resource(job, job.allocated))
     attr.elastic.add(job.get_elastic_resources())
+    return whole
+
+
+_EXACT = float(2 ** 53)
+
+
+def _exact(r: Resource) -> bool:
+    return (r.milli_cpu < _EXACT and r.memory < _EXACT
+            and not any(v >= _EXACT for v in (r.scalar_resources or {}).values()))
+
+
+def _whole(r: Resource) -> bool:
+    return (not (r.milli_cpu % 1.0 or r.memory % 1.0) and r.milli_cpu >= 0.0 and r.memory >= 0.0
+            and not any(v % 1.0 or v < 0.0 for v in (r.scalar_resources or {}).values()))
 
 
 def proportion_share(attr: QueueAttr) -> float:
@@ -242,15 +276,23 @@ class QueueAttrPlugin(Plugin):
     def build_queue_attrs(self, ssn: Any) -> None:
         self.total_resource = ssn.total_resource.clone()
         self.total_guarantee = total_guarantee_of(ssn.queues.values())
-        self.queue_opts = {}
-        for job in ssn.jobs.values():
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
-                continue  # jobs of unknown queues are never scheduled
-            attr = self.queue_opts.get(job.queue)
-            if attr is None:
-                attr = self.queue_opts[job.queue] = self.new_attr(queue)
-            account_job(attr, job)
+        check = verifying()
+        for sums in (True, False):
+            self.queue_opts = {}
+            whole = True
+            for job in ssn.jobs.values():
+                queue = ssn.queues.get(job.queue)
+                if queue is None:
+                    continue  # jobs of unknown queues are never scheduled
+                attr = self.queue_opts.get(job.queue)
+                if attr is None:
+                    attr = self.queue_opts[job.queue] = self.new_attr(queue)
+                whole = account_job(attr, job, check, sums) and whole
+            # a job's sum added at once equals its tasks added one by one while every partial
+            # sum is a whole number below 2**53 (requests are non-negative: the totals bound them)
+            if not sums or (whole and all(_exact(a.allocated) and _exact(a.request)
+                                          for a in self.queue_opts.values())):
+                break
 
     def add_share_handlers(self, ssn: Any) -> None:
         """Allocate adds the task's request to its queue's allocated, Deallocate subtracts it."""
