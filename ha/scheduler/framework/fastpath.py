@@ -18,7 +18,11 @@ does the same work over numpy arrays:
   InterPodAffinity PreFilter state is not a skip (it has required pod (anti-)affinity, or pods
   with required anti-affinity are placed) — run the plugin predicate per node, only on
   resource-fitting nodes, in scan order. The scan keeps the predicate helper's
-  rotating start index and stop rule (``numFeasibleNodes``) exactly;
+  rotating start index and stop rule (``numFeasibleNodes``) exactly. A task with a role and
+  allocate's predicate error cache on (every vcjob pod, by default) keeps that cache as the scalar
+  scan does: the nodes its (job, role) failed on before are passed over, and each node the scan
+  passes that fails is cached with its error (resource misfits from the arrays, the rest from
+  the per-node predicate);
 * **scores**: nodeorder's least/most-allocated and balanced-allocation formulas in int64 / float64
   with the same operation order and integer truncation as the scalar functions, binpack in
   float64 in the same order, the batch taint score normalised over the scored group, the batch
@@ -28,8 +32,8 @@ does the same work over numpy arrays:
 
 Whatever it does not cover falls back to the scalar code: per session (plugins with predicate /
 node-order / map / reduce / best-node functions other than ``predicates``, ``nodeorder``,
-``binpack``; a node without a Node object; values beyond 2**53), per task (a task role with the
-predicate error cache on, preferred node affinity or GPU requests for scoring, …) and per call
+``binpack``; a node without a Node object; values beyond 2**53), per task (preferred node affinity
+or GPU requests for scoring, …) and per call
 (no feasible node: the FitErrors are built from the arrays — ``fit_errors`` — with the scalar
 predicate only on the nodes whose resources fit; the scalar scan reruns if that disagrees).
 
