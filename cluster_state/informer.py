@@ -226,6 +226,10 @@ class Informer:
         if self.freeze_gc_on_sync and not self.has_synced() and self.reflector.start_rv is None:
             gcpause.begin()   # (a start_rv: no first list to wait for)
             self._gc_paused = True
+        if self.reflector.start_rv is not None:
+            # nothing to list: synced from the start (the reflector marks the same when it
+            # runs, but a waiter may come first, and the event is only set here or by the list)
+            self.fifo.populated = True
         self._synced_event = asyncio.Event()
         await self.hook.start(self._deliver)
         self._tasks = [loop.create_task(self.reflector.run(), name=f"reflector-{self.name}"),

@@ -294,6 +294,18 @@ async def test_delta_fifo_coalesces_per_key(api, aapi):
             assert rvs == sorted(rvs) and len(rvs) == 4
 
 
+async def test_an_informer_started_from_an_rv_is_synced_at_once(api, aapi):
+    """No list to wait for: a waiter right after start() is released, not timed out."""
+    api.create(make_pod("a"))
+    inf = informer(aapi, start_rv=api.current_resource_version())
+    async with inf:
+        assert inf.has_synced()
+        assert await inf.wait_for_sync(timeout=2.0)
+        api.create(make_pod("b"))                 # and it watches from there
+        await caught_up(inf, api)
+        assert sorted(informer_state(inf)) == [(NS, "b")]
+
+
 async def test_delta_fifo_relist_tombstones(api, aapi):
     for i in range(4):
         api.create(make_pod(f"p{i}"))
