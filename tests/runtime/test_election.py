@@ -328,11 +328,15 @@ async def test_a_candidate_cancelled_at_any_moment_stops_at_once(redis_url, key_
     the lease calls were shielded, this hung within 100 tries; the stop of `test_stopped_leading…`
     hung the same way now and then)."""
     api = await _api(redis_url, key_prefix)
-    fast = dict(LEASE, retry_period=0.01)
+    # candidates, not leaders: the holder renews every 10 ms and keeps the lease unless it stalls
+    # for 8 s (with LEASE's 1 s deadline a loaded machine let a candidate win now and then, and
+    # a cancelled leader gives its lease back first, which is another test's subject)
+    fast = dict(lease_duration=10.0, renew_deadline=8.0, retry_period=0.01)
     holder = LeaderElector(api, LeaderElectionConfig(identity="a", lease_name="l", namespace="ns", **fast))
     ta = asyncio.create_task(holder.run())
     rng = random.Random(7)
     try:
+        assert await _wait(holder.is_leader)     # before the first candidate: none can win
         for i in range(150):
             b = LeaderElector(api, LeaderElectionConfig(identity=f"b{i}", lease_name="l", namespace="ns",
                                                         **fast))
@@ -341,6 +345,7 @@ async def test_a_candidate_cancelled_at_any_moment_stops_at_once(redis_url, key_
             tb.cancel()
             done, _ = await asyncio.wait({tb}, timeout=5)
             assert tb in done, f"candidate {i} ignored its cancel"
+            assert not b.is_leader() and b.stats.acquired == 0
         assert holder.is_leader()
     finally:
         ta.cancel()
