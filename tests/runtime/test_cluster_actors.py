@@ -291,6 +291,8 @@ def test_leader_killed_hands_over_and_every_pod_ends_placed(ray_cluster, redis_u
             return next((n for n, v in s.items() if v and v["is_leader"] and v["pid"] != old_pid), None)
         assert _poll(lambda: new_leader() is not None, timeout=60)
         nl = new_leader()
+        # its on_started_leading (which stamps became_leader_at) runs as a task after it leads
+        assert _poll(lambda: (_stats({nl: actors[nl]})[nl] or {}).get("became_leader_at") is not None)
         s_new = _stats({nl: actors[nl]})[nl]
         took = s_new["became_leader_at"] - killed_at
         # not before the lease expired by the standby's own observation (the crashed leader

@@ -170,7 +170,8 @@ async def test_partitioned_leader_steps_down_by_its_renew_deadline(api, redis_ur
             await asyncio.sleep(0.05)
         assert stepped_down_at is not None, "the partitioned leader never stepped down"
         assert b.is_leader_now(), "the standby never took over"
-        assert b.became_leader_at is not None
+        # the elector leads first; on_started_leading, which stamps the time, runs as a task after
+        assert await wait_for(lambda: b.became_leader_at is not None)
         assert stepped_down_at <= b.became_leader_at, \
             (f"old leader stepped down {stepped_down_at - t_cut:.1f}s after the cut, "
              f"new leader elected {b.became_leader_at - t_cut:.1f}s after it")
