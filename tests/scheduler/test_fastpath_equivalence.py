@@ -772,3 +772,38 @@ def test_tolerations_take_the_mask_not_the_per_node_predicate() -> None:
     tainted = {n["metadata"]["name"] for n in w["nodes"]
                if any(t["effect"] in ("NoSchedule", "NoExecute") for t in n["spec"].get("taints", []))}
     assert any(node in tainted for s in fast for _, node in s["binds"])
+
+
+def test_a_first_failure_everywhere_caches_errors_built_when_read() -> None:
+    """A role task that fits nowhere, its (job, role) not failed before: the cache holds every
+    node of the scan, and no FitError object is built until one is read (a gang's first task
+    failing everywhere is given up next: 5,000 error objects a pending job a session, otherwise);
+    what is read is the scalar scan's error."""
+    from ha.scheduler.actions.allocate import AllocateAction
+    w = workload(27)
+    pods = w["pods"] + [p for _, ps in w["wave2"] for p in ps]
+    for p in pods:
+        p["metadata"].setdefault("annotations", {})["volcano.sh/task-spec"] = "worker"
+        if not p["spec"].get("nodeName"):
+            p["spec"] = dict(p["spec"], containers=[{"name": "main", "resources": {
+                "requests": {"cpu": "100000", "memory": str(GI)}}}])
+    ssn = _open(w, "v1.14", "default")
+    action = AllocateAction()
+    action.parse_arguments(ssn)
+    action.ssn = ssn
+    fp = fastpath.AllocateFastPath(ssn)
+    task = next(t for j in ssn.jobs.values() for t in j.tasks.values() if not t.node_name)
+    a, b = _Owner(), _Owner()
+    ph_a, ph_b = PredicateHelper(a), PredicateHelper(b)
+    found, fe = ph_a.predicate_nodes(task, ssn.node_list, action.predicate, True)
+    assert not found and len(fp.predicate_nodes(task, ph_b, True, action.predicate)) == 0
+    assert fp.fit_errors(task, ph_b, action.predicate, True).error() == fe.error()
+    (group, lazy), = ph_b.task_predicate_error_cache.items()
+    assert isinstance(lazy, fastpath.ScanErrors) and lazy.built() == 0
+    assert list(lazy) == list(ph_a.task_predicate_error_cache[group]) and len(lazy) == len(ssn.node_list)
+    name = ssn.node_list[5].name
+    assert lazy[name].error() == ph_a.task_predicate_error_cache[group][name].error()
+    assert lazy[name] is lazy[name] and lazy.built() == 1
+    # the scalar helper reads and extends it as its own dict
+    found, fe2 = ph_b.predicate_nodes(task, ssn.node_list, action.predicate, True)
+    assert not found and fe2.error() == ph_a.predicate_nodes(task, ssn.node_list, action.predicate, True)[1].error()

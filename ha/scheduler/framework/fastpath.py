@@ -42,13 +42,15 @@ predicate only on the nodes whose resources fit; the scalar scan reruns if that 
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from typing import Any
 
 import numpy as np
 
 from ha.scheduler.api import TaskStatus, ZERO
+from ha.scheduler.api.types import FitError
 
-__all__ = ["ENABLED", "AllocateFastPath", "for_session", "unsupported_reason"]
+__all__ = ["ENABLED", "AllocateFastPath", "ScanErrors", "for_session", "unsupported_reason"]
 
 ENABLED = os.environ.get("HA_ALLOCATE_FASTPATH", "1").lower() not in ("0", "false", "off", "no")
 
@@ -72,6 +74,51 @@ def for_session(ssn: Any) -> "AllocateFastPath | None":
         ssn._allocate_fastpath = fp
         ssn.fastpath_reason = reason
     return fp
+
+
+class ScanErrors(MutableMapping):
+    """A (job, role)'s predicate error cache as a scan that found no node leaves it: every node of
+    the scan in scan order, each with the FitError the scalar scan would have cached, built when
+    first read -- the scan's shared "Insufficient <dimension>" statuses by code, the others given
+    (``own``, code -1). The scalar helper reads and adds to it as to the dict it would have built."""
+
+    __slots__ = ("_ns", "_task", "_codes", "_statuses", "_errors")
+
+    def __init__(self, task_namespace: str, task_name: str, names: list[str], codes: list[int],
+                 statuses: list[Any], own: dict[str, Any]):
+        self._ns, self._task = task_namespace, task_name
+        self._codes = dict(zip(names, codes))
+        self._statuses = list(statuses)
+        self._errors = {name: own[name] for name, code in self._codes.items() if code < 0}
+
+    def __getitem__(self, name: str) -> Any:
+        err = self._errors.get(name)
+        if err is None:
+            code = self._codes[name]          # KeyError: not cached
+            err = self._errors[name] = FitError(self._ns, self._task, name, [self._statuses[code]])
+        return err
+
+    def __setitem__(self, name: str, err: Any) -> None:
+        if name not in self._codes:
+            self._codes[name] = -1
+        self._errors[name] = err
+
+    def __delitem__(self, name: str) -> None:
+        del self._codes[name]
+        self._errors.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._codes
+
+    def __iter__(self):
+        return iter(self._codes)
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def built(self) -> int:
+        """How many of the errors exist as objects (a measure for tests)."""
+        return len(self._errors)
 
 
 # ------------------------------------------------------------------------------------- applicability
@@ -511,7 +558,7 @@ class AllocateFastPath:
         such dimension>"; any other (and a Pipelined task's own node, whose FutureIdle differs
         with self-exclusion) is asked of ``predicate``. None if ``predicate`` accepts a node the
         arrays rejected."""
-        from ha.scheduler.api.types import FitError, Status, StatusCode, wrap_insufficient_resource_reason
+        from ha.scheduler.api.types import Status, StatusCode, wrap_insufficient_resource_reason
         if not len(failing):
             return []
         fi = self.fi[f.rows][:, failing]
@@ -563,7 +610,7 @@ class AllocateFastPath:
         when the scalar scan must run (a node the arrays call infeasible that ``predicate``
         accepts, or a switch that changes the predicate)."""
         from ha.scheduler.framework.util import _get_last_index, _set_last_index
-        from ha.scheduler.api.types import FitError, FitErrors, Status, StatusCode, wrap_insufficient_resource_reason
+        from ha.scheduler.api.types import FitErrors, Status, StatusCode, wrap_insufficient_resource_reason
         ssn = self.ssn
         if getattr(ssn.switches, "planted_skip_fit", False) or not self.built or self.dirty:
             return None
@@ -613,13 +660,19 @@ class AllocateFastPath:
             err.node_name = name
         if group is not None:
             # every node the cache did not name fails now and is cached with its error
-            new = []
-            for name, code in zip(names, codes):
-                if code >= 0:
-                    new.append((name, FitError(task.namespace, task.name, name, [statuses[code]])))
-                elif cached is None or name not in cached:
-                    new.append((name, own[name]))
-            self._cache_errors(ph, group, new)
+            if cached is None:
+                # a first failure everywhere (a gang's first task, most often: the job is given
+                # up next and nothing reads the cache again): the errors are built when read
+                ph.task_predicate_error_cache[group] = ScanErrors(task.namespace, task.name, names, codes,
+                                                                  statuses, own)
+            else:
+                new = []
+                for name, code in zip(names, codes):
+                    if code >= 0:
+                        new.append((name, FitError(task.namespace, task.name, name, [statuses[code]])))
+                    elif name not in cached:
+                        new.append((name, own[name]))
+                self._cache_errors(ph, group, new)
             self.stats["error_cache"] += 1
         fe = FitErrors()
         fe.set_scan(task.namespace, task.name, names, codes, statuses, own)
