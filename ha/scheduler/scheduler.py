@@ -16,7 +16,7 @@ from ha.scheduler.api.resource import ResourceUnderflow
 from ha.scheduler.api.types import FatalCacheError
 from ha.scheduler.actions import get_action
 from ha.scheduler.conf import SchedulerConf, default_conf
-from ha.scheduler.framework.session import Session, close_session, open_session
+from ha.scheduler.framework.session import Session, close_session, open_session, record_phase
 
 __all__ = ["Scheduler", "SessionResult", "run_session"]
 
@@ -90,14 +90,6 @@ def _collect(ssn: Session, res: SessionResult) -> None:
     res.errors = list(ssn.errors)
 
 
-def _phase(phases: dict[str, list[float]], name: str, t0: float, c0: float) -> None:
-    """Add the wall and thread CPU ms since (t0, c0) to ``phases[name]`` (an action configured
-    twice is one phase, summed)."""
-    wall, cpu = (time.perf_counter() - t0) * 1000.0, (time.thread_time() - c0) * 1000.0
-    prev = phases.get(name)
-    phases[name] = [wall, cpu] if prev is None else [prev[0] + wall, prev[1] + cpu]
-
-
 def _held_pipelines(ssn: Session) -> frozenset:
     return frozenset((t.pod_key, t.node_name) for job in (ssn.jobs or {}).values()
                      for t in (job.task_status_index.get(TaskStatus.PIPELINED) or {}).values())
@@ -116,9 +108,7 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
     res.session_uid = ssn.uid
     res.jobs, res.nodes = len(ssn.jobs), len(ssn.nodes)
     res.held_pipelines = _held_pipelines(ssn)
-    phases = res.phases_ms
-    for k, (wall, cpu) in ssn.phase_times.items():
-        phases[k] = [wall * 1000.0, cpu * 1000.0]
+    phases = res.phases_ms = ssn.phase_times    # snapshot and open so far; the rest below
     try:
         for name in conf.actions:
             t, c = time.perf_counter(), time.thread_time()
@@ -126,13 +116,13 @@ def run_session(cache: Any, conf: SchedulerConf, *, seed: int | None = None,
             action.initialize()
             action.execute(ssn)
             action.uninitialize()
-            _phase(phases, name, t, c)
+            record_phase(phases, name, t, c)
         if session_hook is not None:
             session_hook(ssn)
         _collect(ssn, res)
         t, c = time.perf_counter(), time.thread_time()
         close_session(ssn)
-        _phase(phases, "close", t, c)
+        record_phase(phases, "close", t, c)
         res.errors = list(ssn.errors)
     except FatalCacheError as e:
         _collect(ssn, res)

@@ -68,7 +68,7 @@ from ha.scheduler.framework.util import PriorityQueue, compare_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Session", "open_session", "close_session", "SessionError"]
+__all__ = ["Session", "open_session", "close_session", "SessionError", "record_phase"]
 
 _session_counter = itertools.count(1)
 
@@ -153,9 +153,9 @@ class Session:
         self.uid = f"ssn-{next(_session_counter)}-{suffix}"
         self.cache = cache
         self.lent_token: int | None = None   # the snapshot's node clones, given back in release()
-        # where the session's time went, phase -> (wall s, this thread's CPU s): a measurement
-        # for reports and benchmarks, never an input of the model
-        self.phase_times: dict[str, tuple[float, float]] = {}
+        # where the session's time went, phase -> [wall ms, this thread's CPU ms], in the order
+        # run (record_phase): a measurement for reports and benchmarks, never an input of the model
+        self.phase_times: dict[str, list[float]] = {}
         # the session's time.Now(): the one given, else the cache's, else the wall clock
         if clock is None:
             clock = getattr(cache, "clock", None)
@@ -1080,8 +1080,8 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
         hook()
     # a cache that can lend its node clones (SchedulerCache): they come back in release()
     snapshot = cache.snapshot(lend=True) if callable(getattr(cache, "give_back", None)) else cache.snapshot()
+    record_phase(ssn.phase_times, "snapshot", t0, c0)
     t1, c1 = time.perf_counter(), time.thread_time()
-    ssn.phase_times["snapshot"] = (t1 - t0, c1 - c0)
     ssn.lent_token = getattr(snapshot, "lent_token", None)
     ssn.jobs = snapshot.jobs
     from ha.scheduler.api.job_info import copy_object
@@ -1122,8 +1122,16 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
             ssn.plugins[plugin.name()] = plugin
             plugin.on_session_open(ssn)
     ssn.init_cycle_state()
-    ssn.phase_times["open"] = (time.perf_counter() - t1, time.thread_time() - c1)
+    record_phase(ssn.phase_times, "open", t1, c1)
     return ssn
+
+
+def record_phase(phases: dict[str, list[float]], name: str, t0: float, c0: float) -> None:
+    """Add the wall and this thread's CPU ms since (``perf_counter``, ``thread_time``) = (t0, c0)
+    to ``phases[name]`` (an action configured twice is one phase, summed)."""
+    wall, cpu = (time.perf_counter() - t0) * 1000.0, (time.thread_time() - c0) * 1000.0
+    prev = phases.get(name)
+    phases[name] = [wall, cpu] if prev is None else [prev[0] + wall, prev[1] + cpu]
 
 
 def _pg_annotations(job: Any) -> dict:
