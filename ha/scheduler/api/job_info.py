@@ -76,12 +76,17 @@ def _sums(tasks: dict) -> tuple[Resource, Resource]:
     return allocated, total
 
 
+def _fields(r: Resource) -> tuple:
+    """Every field of a Resource, to compare two field for field (Resource's own comparisons
+    allow an epsilon)."""
+    return r.milli_cpu, r.memory, r.scalar_resources, r.max_task_num
+
+
 def same_sums(job: "JobInfo") -> str | None:
     """None if the job's running sums equal its tasks added up in order, else what differs."""
     a, tr = _sums(job.tasks)
     for what, kept, fresh in (("allocated", job.allocated, a), ("total_request", job.total_request, tr)):
-        if (kept.milli_cpu, kept.memory, kept.scalar_resources, kept.max_task_num) != (
-                fresh.milli_cpu, fresh.memory, fresh.scalar_resources, fresh.max_task_num):
+        if _fields(kept) != _fields(fresh):
             return f"{what}: kept {kept} != added up {fresh}"
     return None
 
@@ -368,11 +373,8 @@ class JobInfo:
             if status in _ALLOCATED:
                 for t in tasks.values():
                     out.add(t.resreq)
-        if check and self.sums_plain:
-            a = self.allocated
-            if (a.milli_cpu, a.memory, a.scalar_resources, a.max_task_num) != (
-                    out.milli_cpu, out.memory, out.scalar_resources, out.max_task_num):
-                raise AssertionError(f"job {self.uid}: allocated sum {a} != its tasks added up {out}")
+        if check and self.sums_plain and _fields(self.allocated) != _fields(out):
+            raise AssertionError(f"job {self.uid}: allocated sum {self.allocated} != its tasks added up {out}")
         return out
 
     # ---- counters -----------------------------------------------------------------------------

@@ -460,13 +460,10 @@ class AllocateFastPath:
         skip = self._cached_nodes(ph.task_predicate_error_cache.get(group)) if group is not None else None
         errs: dict[int, Any] = {}     # the plugin predicate's errors met on the way (cache on)
         # PR fix S1: a task Pipelined on a node does not compete with its own reservation there
-        j0, ok0 = -1, False
-        if self.self_exclusion and task.status == TaskStatus.PIPELINED:
-            j = self.index.get(task.node_name)
-            if j is not None:
-                from ha.scheduler.actions.allocate import future_idle_for
-                j0 = j
-                ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j]), ZERO)
+        j0, ok0 = self._own_node(task), False
+        if j0 >= 0:
+            from ha.scheduler.actions.allocate import future_idle_for
+            ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j0]), ZERO)
         affinity_work = self._affinity_filter(task)
         simple = f.simple and not affinity_work
         if f.tol_block is not None and not affinity_work:
@@ -558,19 +555,13 @@ class AllocateFastPath:
         such dimension>"; any other (and a Pipelined task's own node, whose FutureIdle differs
         with self-exclusion) is asked of ``predicate``. None if ``predicate`` accepts a node the
         arrays rejected."""
-        from ha.scheduler.api.types import Status, StatusCode, wrap_insufficient_resource_reason
         if not len(failing):
             return []
-        fi = self.fi[f.rows][:, failing]
-        short = (f.req - fi) >= _EPS
-        first = np.where(short.any(axis=0), short.argmax(axis=0), -1).tolist()
-        dims = [self.dims[r] for r in f.rows.tolist()]
-        statuses: dict[int, Any] = {}
-        j0 = self.index.get(task.node_name, -1) if (
-            self.self_exclusion and task.status == TaskStatus.PIPELINED) else -1
+        first, statuses = self._misfits(f, failing)
+        j0 = self._own_node(task)
         ns, name, nl = task.namespace, task.name, self.node_list
         out: list[tuple[str, Any]] = []
-        for j, code in zip(failing.tolist(), first):
+        for j, code in zip(failing.tolist(), first.tolist()):
             node = nl[j]
             err = known.get(j)
             if err is None:
@@ -579,13 +570,28 @@ class AllocateFastPath:
                     if err is None:
                         return None
                 else:
-                    st = statuses.get(code)
-                    if st is None:
-                        st = statuses[code] = Status(StatusCode.UNSCHEDULABLE,
-                                                     wrap_insufficient_resource_reason([dims[code]]))
-                    err = FitError(ns, name, node.name, [st])
+                    err = FitError(ns, name, node.name, [statuses[code]])
             out.append((node.name, err))
         return out
+
+    def _misfits(self, f: _TaskFacts, cols: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+        """For the nodes ``cols`` (in that order): the position in ``f.rows`` of the first
+        dimension whose FutureIdle does not hold the request (-1: it fits), and per dimension the
+        status the scalar predicate fails such a node with ("Insufficient <dimension>", in
+        ``less_equal_with_resources_name``'s order)."""
+        from ha.scheduler.api.types import Status, StatusCode, wrap_insufficient_resource_reason
+        short = (f.req - self.fi[f.rows][:, cols]) >= _EPS      # dims x nodes: does not fit
+        first = np.where(short.any(axis=0), short.argmax(axis=0), -1)
+        statuses = [Status(StatusCode.UNSCHEDULABLE, wrap_insufficient_resource_reason([self.dims[r]]))
+                    for r in f.rows.tolist()]
+        return first, statuses
+
+    def _own_node(self, task: Any) -> int:
+        """The node of a task Pipelined there when self-exclusion is on (its FutureIdle for the
+        task is not the arrays'); -1 otherwise."""
+        if self.self_exclusion and task.status == TaskStatus.PIPELINED:
+            return self.index.get(task.node_name, -1)
+        return -1
 
     @staticmethod
     def _cache_errors(ph: Any, group: str, errors: list[tuple[str, Any]]) -> None:
@@ -610,7 +616,7 @@ class AllocateFastPath:
         when the scalar scan must run (a node the arrays call infeasible that ``predicate``
         accepts, or a switch that changes the predicate)."""
         from ha.scheduler.framework.util import _get_last_index, _set_last_index
-        from ha.scheduler.api.types import FitErrors, Status, StatusCode, wrap_insufficient_resource_reason
+        from ha.scheduler.api.types import FitErrors
         ssn = self.ssn
         if getattr(ssn.switches, "planted_skip_fit", False) or not self.built or self.dirty:
             return None
@@ -624,13 +630,8 @@ class AllocateFastPath:
         skip = self._cached_nodes(cached)
         start = _get_last_index(ph._owner) % n
         order = np.concatenate([np.arange(start, n), np.arange(0, start)])
-        fi = self.fi[f.rows][:, order]
-        short = (f.req - fi) >= _EPS                 # dims x nodes: the request does not fit
-        first = np.where(short.any(axis=0), short.argmax(axis=0), -1)
-        dims = [self.dims[r] for r in f.rows.tolist()]
-        statuses = [Status(StatusCode.UNSCHEDULABLE, wrap_insufficient_resource_reason([d])) for d in dims]
-        j0 = self.index.get(task.node_name, -1) if (
-            self.self_exclusion and task.status == TaskStatus.PIPELINED) else -1
+        first, statuses = self._misfits(f, order)
+        j0 = self._own_node(task)
         nl = self.node_list
         codes = first.tolist()
         order_l = order.tolist()

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ha.scheduler.api import allocated_status
 from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.plugins import register
 from ha.scheduler.plugins.util import PERMIT, Resource, share
@@ -67,15 +66,8 @@ class DrfPlugin:
         self.job_attrs = {}
         check = verifying()
         for job in ssn.jobs.values():
-            attr = DrfAttr()
-            if getattr(job, "sums_plain", False):
-                # the job's allocated tasks added up: its clone's running sum, exactly
-                attr.allocated = job.allocated_sum(check)
-            else:
-                for status, tasks in job.task_status_index.items():
-                    if allocated_status(status):
-                        for t in tasks.values():
-                            attr.allocated.add(t.resreq)
+            # the job's allocated tasks added up (its clone's running sum where that is exact)
+            attr = DrfAttr(allocated=job.allocated_sum(check))
             self._update_share(attr)
             self.job_attrs[job.uid] = attr
 

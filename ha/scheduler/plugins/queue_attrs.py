@@ -156,9 +156,8 @@ def account_job(attr: QueueAttr, job: Any, check: bool = False, sums: bool = Tru
         attr.request.add(alloc)
         pending = job.task_status_index.get(TaskStatus.PENDING)
         if pending:
-            for t in pending.values():
+            for t in pending.values():   # whole: the clone found every request of the job so
                 attr.request.add(t.resreq)
-                whole = whole and _whole(t.resreq)
     else:
         for status, tasks in job.task_status_index.items():
             if allocated_status(status):
