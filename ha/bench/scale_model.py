@@ -12,7 +12,7 @@ cache as the watch would deliver them, so the next session sees its own writes.
 
 Figures: the session p50 / p99 with the pending gangs, beside the same cache's sessions before
 their PodGroups existed (the baseline, as in the actor run), and beside the same sessions with
-snapshot reuse off (every node cloned afresh; ha/scheduler/snapshot_reuse.py); each phase's median (snapshot, the
+snapshot reuse off (every node and job cloned afresh; ha/scheduler/snapshot_reuse.py); each phase's median (snapshot, the
 plugins' ``on_session_open`` besides the snapshot, the actions, ``close_session``); the cache
 build (initial list) time. The first session of each window is not sampled: it fills the per-task
 caches a running instance filled long before (``TaskInfo.k8s_requests``).
@@ -137,15 +137,19 @@ def measure(sz: Any, sessions: int = 5) -> dict:
             handlers["PodGroup"].on_add(listed(pg))
             for p in pods:
                 handlers["Pod"].on_add(listed(p))
-        st0 = dict(cache.node_clones.stats)
+        pools = {"node_clones": cache.node_clones, "job_clones": cache.job_clones}
+        st0 = {k: dict(p.stats) for k, p in pools.items()}
         out["session_s"], out["phases"] = window(sessions)
-        out["node_clones"] = {k: v - st0[k] for k, v in cache.node_clones.stats.items()}
-        # the same sessions with every node cloned afresh (snapshot reuse off): its baseline
-        cache.node_clones.enabled = False
+        for k, p in pools.items():
+            out[k] = {s: v - st0[k][s] for s, v in p.stats.items()}
+        # the same sessions with every node and job cloned afresh (snapshot reuse off): its baseline
+        for p in pools.values():
+            p.enabled = False
         try:
             out["no_reuse_s"], out["no_reuse_phases"] = window(sessions)
         finally:
-            cache.node_clones.enabled = True
+            for p in pools.values():
+                p.enabled = True
     finally:
         phases.close()
     return out
@@ -173,14 +177,14 @@ def result_from(m: dict, sz: Any, quick: bool) -> BenchResult:
         nr = percentiles([s * 1000.0 for s in m["no_reuse_s"]])
         extra.append({"name": "scale-model-snapshot-reuse", "value": p["p99"], "unit": "ms",
                       "baseline": nr["p99"], "ratio": p["p99"] / nr["p99"] if nr["p99"] else None,
-                      "params": {"what": "session p99 with the pending gangs: node clones reused between "
-                                         "sessions vs every node cloned afresh (HA_SNAPSHOT_REUSE=0)",
+                      "params": {"what": "session p99 with the pending gangs: node and job clones reused "
+                                         "between sessions vs every one cloned afresh (HA_SNAPSHOT_REUSE=0)",
                                  "p50": p["p50"], "baseline_p50": nr["p50"],
                                  "snapshot_ms": med(m["phases"], "snapshot"),
                                  "baseline_snapshot_ms": med(m["no_reuse_phases"], "snapshot"),
                                  "plugins_open_ms": med(m["phases"], "plugins_open"),
                                  "baseline_plugins_open_ms": med(m["no_reuse_phases"], "plugins_open"),
-                                 "node_clones": m.get("node_clones")}})
+                                 "node_clones": m.get("node_clones"), "job_clones": m.get("job_clones")}})
     return BenchResult(
         name="scale-model", value=p["p99"], unit="ms", baseline=b["p99"],
         ratio=(p["p99"] / b["p99"]) if b["p99"] else None,

@@ -26,7 +26,7 @@ from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTA
 from ha.scheduler.api.job_info import PodGroupPhase, copy_object, same_sums
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION, HyperNodesInfo
 from ha.scheduler.profiles import Switches, profile
-from ha.scheduler.snapshot_reuse import NodeClones, SnapshotReuseMismatch, verifying
+from ha.scheduler.snapshot_reuse import JobClones, NodeClones, SnapshotReuseMismatch, verifying
 
 __all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 
@@ -130,6 +130,7 @@ class SchedulerCache:
         self.node_list: list[str] = []
         # node clones kept between sessions for the next snapshot (snapshot_reuse.py)
         self.node_clones = NodeClones()
+        self.job_clones = JobClones()
         # HyperNodes (topology.volcano.sh/v1alpha1) and the node labels their selectors match
         self.hyper_nodes_info = HyperNodesInfo()
         self._node_labels: dict[str, dict] = {}
@@ -313,6 +314,9 @@ class SchedulerCache:
         """S6 fix: the pod copy of a task whose update the guard ignores follows the informer (on
         the job's task and the node's copy); status, node and reservation stay the cache's."""
         task.pod = pod
+        job = self.jobs.get(task.job)
+        if job is not None:
+            job.report_change()
         node = self.nodes.get(task.node_name) if task.node_name else None
         if node is not None:
             node.refresh_task_pod(task, pod)
@@ -564,20 +568,22 @@ class SchedulerCache:
         """Clone Ready nodes (accounting recomputed), queues, and jobs that have a PodGroup whose
         queue exists (priority from the PodGroup's priorityClassName). Pods stay shared.
 
-        ``lend`` (a session's snapshot): the node clones may be given back when the session is
-        done with them (``give_back(snapshot.lent_token)``) and the next snapshot reuses those of
-        nodes nothing changed since (snapshot_reuse.py): the same clones, not cloned again."""
+        ``lend`` (a session's snapshot): the node and job clones may be given back when the
+        session is done with them (``give_back(snapshot.lent_token)``) and the next snapshot
+        reuses those of nodes and jobs nothing changed since (snapshot_reuse.py): the same
+        clones, not cloned again (a job clone's header is copied again)."""
         with self.mutex:
             self.process_cleanup_job()
             snap = ClusterInfo()
             snap.node_list = list(self.node_list)
-            snap.lent_token, snap.nodes = self.node_clones.clone(
+            node_token, snap.nodes = self.node_clones.clone(
                 [ni for ni in self.nodes.values() if ni.ready()], lend=lend)
             for name, c in snap.nodes.items():
                 if c.revocable_zone:
                     snap.revocable_nodes[name] = c
             for q in self.queues.values():
                 snap.queues[q.uid] = q.clone()
+            jobs = []
             for job in self.jobs.values():
                 if job.pod_group is None or job.queue not in snap.queues:
                     continue
@@ -586,7 +592,10 @@ class SchedulerCache:
                 pc = self.priority_classes.get(pcn) if pcn else None
                 if pc is not None:
                     job.priority = int(pc.get("value") or 0)
-                snap.jobs[job.uid] = job.clone()
+                jobs.append(job)
+            job_token, snap.jobs = self.job_clones.clone(jobs, lend=lend)
+            if node_token is not None or job_token is not None:
+                snap.lent_token = (node_token, job_token)
             if verifying():
                 # a job clone takes the job's running sums instead of adding its tasks up again
                 for uid, c in snap.jobs.items():
@@ -598,13 +607,17 @@ class SchedulerCache:
              snap.hyper_node_tier_name_map, snap.hyper_nodes_ready_to_schedule) = self.hyper_nodes_info.snapshot()
             return snap
 
-    def give_back(self, token: int | None) -> None:
-        """A session is done with the snapshot lent as ``token``: its clones of nodes that stay
-        unchanged may serve the next snapshot."""
+    def give_back(self, token: tuple[int | None, int | None] | None) -> None:
+        """A session is done with the snapshot lent as ``token``: its clones of nodes and jobs
+        that stay unchanged may serve the next snapshot."""
         if token is None:
             return
         with self.mutex:
-            self.node_clones.give_back(token)
+            node_token, job_token = token
+            if node_token is not None:
+                self.node_clones.give_back(node_token)
+            if job_token is not None:
+                self.job_clones.give_back(job_token)
 
     # ==== evict ==================================================================================
     def evict(self, task_info: TaskInfo, reason: str) -> None:
@@ -722,6 +735,7 @@ class SchedulerCache:
                     raise
             if sw.sync_nominated_node or sw.cache_pipeline:
                 task.nominated_node_name = node_name
+                job.report_change()
             if sw.annotation_persistence:
                 ann: dict[str, str | None] = {PIPELINED_STATUS_ANNOTATION: "true",
                                               PIPELINED_NODE_ANNOTATION: node_name}
@@ -743,6 +757,7 @@ class SchedulerCache:
             if not persist:  # nomination-only: just drop the nomination
                 had = task.nominated_node_name or (task.pod.get("status") or _EMPTY).get("nominatedNodeName")
                 task.nominated_node_name = ""
+                job.report_change()
                 if had:
                     later.append(self._nomination_write(task, ""))
                 return

@@ -28,9 +28,10 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
+from ha.scheduler.api.job_info import JobInfo
 from ha.scheduler.api.node_info import NodeInfo
 
-__all__ = ["NodeClones", "SnapshotReuseMismatch", "check_same", "node_state", "verifying"]
+__all__ = ["JobClones", "NodeClones", "SnapshotReuseMismatch", "check_same", "node_state", "verifying"]
 
 # slots that say who watches a node, not what it is
 _WATCHERS = frozenset({"_sink", "_changes", "derived", "__weakref__"})
@@ -90,49 +91,58 @@ def _first_difference(a: Any, b: Any, path: str) -> str:
     return path
 
 
-class NodeClones:
-    """The cache's node clones between snapshots; used under the cache's lock."""
+class _Clones:
+    """The cache's clones of one kind between snapshots (keyed by ``key``); used under the
+    cache's lock. A cache object and its clones report changes through their ``_changes`` set."""
+
+    kind = ""        # what a mismatch names: "node", "job"
+    key = ""         # the attribute naming an object
 
     def __init__(self) -> None:
         self.enabled = os.environ.get("HA_SNAPSHOT_REUSE", "1") != "0"
         self.verify = verifying()
-        self.changed: set[str] = set()       # cache nodes changed since the last lending snapshot
-        self._pool: dict[str, tuple[NodeInfo, NodeInfo]] = {}   # given back: name -> (cache, clone)
+        self.changed: set[str] = set()       # cache objects changed since the last lending snapshot
+        self._pool: dict[str, tuple[Any, Any]] = {}   # given back: key -> (cache object, clone)
         self._pool_touched: set[str] = set()   # clones the session that had them changed
-        self._lent: tuple[int, dict[str, tuple[NodeInfo, NodeInfo]], set[str]] | None = None
+        self._lent: tuple[int, dict[str, tuple[Any, Any]], set[str]] | None = None
         self._token = 0
         self.stats = {"reused": 0, "cloned": 0}
 
-    def clone(self, nodes: Iterable[NodeInfo], *, lend: bool) -> tuple[int | None, dict[str, NodeInfo]]:
-        """Clones of ``nodes`` (the Ready ones, in order) by name. ``lend``: the clones may come
-        back (``give_back(token)``) to be reused; the token is None when they may not."""
+    def _reuse(self, obj: Any, c: Any) -> None:
+        """Make the kept clone ``c`` of ``obj`` what a fresh clone would be in the parts a session
+        may change without reporting (none for a node)."""
+
+    def clone(self, objs: Iterable[Any], *, lend: bool) -> tuple[int | None, dict[str, Any]]:
+        """Clones of ``objs`` (in order) by key. ``lend``: the clones may come back
+        (``give_back(token)``) to be reused; the token is None when they may not."""
+        key = self.key
         if not (lend and self.enabled):
-            return None, {ni.name: ni.clone() for ni in nodes}
+            return None, {getattr(o, key): o.clone() for o in objs}
         changed = self.changed
         pool, touched = self._pool, self._pool_touched
         self._pool, self._pool_touched = {}, set()
-        out: dict[str, NodeInfo] = {}
-        lent: dict[str, tuple[NodeInfo, NodeInfo]] = {}
+        out: dict[str, Any] = {}
+        lent: dict[str, tuple[Any, Any]] = {}
         now_touched: set[str] = set()
         reused = 0
-        for ni in nodes:
-            name = ni.name
+        for o in objs:
+            name = getattr(o, key)
             rec = None
-            if ni._changes is not changed:      # a node the cache created since: watch it
-                ni._changes = changed
+            if o._changes is not changed:       # an object the cache created since: watch it
+                o._changes = changed
             elif name not in changed and name not in touched:
                 rec = pool.get(name)
-            if rec is not None and rec[0] is ni:
+            if rec is not None and rec[0] is o:
                 c = rec[1]
-                c._sink = None                  # the last session's fast path watched it
+                self._reuse(o, c)
                 reused += 1
                 if self.verify:
-                    self._check(name, c, ni.clone())
+                    check_same(f"the clone of {self.kind} {name!r}", c, o.clone(), self.kind)
             else:
-                c = ni.clone()
+                c = o.clone()
             c._changes = now_touched
             out[name] = c
-            lent[name] = (ni, c)
+            lent[name] = (o, c)
         changed.clear()
         self._token += 1
         self._lent = (self._token, lent, now_touched)
@@ -148,14 +158,32 @@ class NodeClones:
         self._lent = None
         self._pool, self._pool_touched = lent[1], lent[2]
 
-    @staticmethod
-    def _check(name: str, reused: NodeInfo, fresh: NodeInfo) -> None:
-        check_same(f"the clone of node {name!r}", reused, fresh)
+
+class NodeClones(_Clones):
+    """The cache's node clones between snapshots."""
+
+    kind, key = "node", "name"
+
+    def _reuse(self, obj: NodeInfo, c: NodeInfo) -> None:
+        c._sink = None                  # the last session's fast path watched it
 
 
-def check_same(what: str, reused: Any, fresh: Any) -> None:
+class JobClones(_Clones):
+    """The cache's job clones between snapshots. A session changes every job clone it has in
+    its header -- the PodGroup status the job updater writes, fit errors, hyper-node and
+    enqueue fields -- without reporting: those are copied from the cache's job again
+    (``JobInfo.copy_header``), as ``clone`` copies them. What is reported is a change of the
+    tasks part (the tasks, the status index, the sums, a task's fields)."""
+
+    kind, key = "job", "uid"
+
+    def _reuse(self, obj: JobInfo, c: JobInfo) -> None:
+        obj.copy_header(c)
+
+
+def check_same(what: str, reused: Any, fresh: Any, root: str = "node") -> None:
     """Raise SnapshotReuseMismatch unless ``reused`` is ``fresh`` field for field."""
     a, b = node_state(reused), node_state(fresh)
     if a != b:
         raise SnapshotReuseMismatch(f"snapshot reuse: {what} kept from the last session differs from a "
-                                    f"fresh one at {_first_difference(a, b, 'node')}")
+                                    f"fresh one at {_first_difference(a, b, root)}")

@@ -117,12 +117,23 @@ def test_update_task_status_moves_index_and_allocated():
     assert job.tasks == {} and job.allocated.milli_cpu == 0 and job.total_request.milli_cpu == 0
 
 
-def test_clone_is_deep_except_pods():
+def test_clone_is_deep_except_pods_and_what_is_under_the_pod_group():
+    """Tasks are cloned, pods shared; the PodGroup's top level is the clone's own and what is
+    under it shared: a status is written through a copy put in its place (writable_status)."""
+    from ha.scheduler.api.job_info import writable_status
     job = _job(n_pending=1, n_running=1)
+    job.pod_group["status"]["conditions"] = [{"type": "Scheduled", "status": "True"}]
     c = job.clone()
     assert c.tasks.keys() == job.tasks.keys() and all(c.tasks[k] is not job.tasks[k] for k in c.tasks)
     assert all(c.tasks[k].pod is job.tasks[k].pod for k in c.tasks)
-    c.pod_group["status"]["phase"] = "Running"
+    assert c.pod_group is not job.pod_group and c.pod_group == job.pod_group
+    st = writable_status(c.pod_group)
+    st["phase"] = "Running"
+    st["conditions"].append({"type": "Unschedulable", "status": "True"})
+    assert c.pod_group["status"] is st and st["phase"] == "Running" and len(st["conditions"]) == 2
+    assert job.pod_group["status"]["phase"] == "Inqueue"
+    assert job.pod_group["status"]["conditions"] == [{"type": "Scheduled", "status": "True"}]
+    c.pod_group["status"] = {"phase": "Unknown"}      # the job updater's new status
     assert job.pod_group["status"]["phase"] == "Inqueue"
 
 

@@ -1,14 +1,14 @@
 """Snapshot reuse (ha/scheduler/snapshot_reuse.py): a session gets the last session's clone of a
-node nothing changed since -- not of a node the cache or that session changed, not while the last
-session is still held -- and what it gets is what a fresh clone would be; the verifier the suite
-runs under finds a change that went unreported."""
+node or job nothing changed since -- not of one the cache or that session changed, not while the
+last session is still held -- and what it gets is what a fresh clone would be; the verifier the
+suite runs under finds a change that went unreported."""
 from __future__ import annotations
 
 import pytest
 
 from ha.scheduler.framework.session import open_session
 from ha.scheduler.scheduler import run_session
-from ha.scheduler.snapshot_reuse import NodeClones, SnapshotReuseMismatch
+from ha.scheduler.snapshot_reuse import JobClones, NodeClones, SnapshotReuseMismatch
 
 from .fw_helpers import GANG_ALL, PREDICATES, conf, make_cache, node, pod, podgroup
 
@@ -195,3 +195,138 @@ def test_a_job_clone_of_tasks_with_an_extended_resource_adds_them_up():
     job.allocated.scalar_resources["nvidia.com/gpu"] += 1000.0   # out of step: only adding up hides it
     clone = job.clone()
     assert clone.allocated.scalar_resources == {"pods": 2.0, "nvidia.com/gpu": 1000.0}
+
+
+# ---- job clones kept between sessions ------------------------------------------------------------
+
+def _session_jobs(cache, c=ALLOC):
+    seen = {}
+    res = run_session(cache, c, seed=1, session_hook=lambda ssn: seen.update(ssn.jobs))
+    return res, seen
+
+
+def test_the_next_session_gets_the_clones_of_unchanged_jobs_and_fresh_ones_of_the_rest():
+    cache, _ = _cache()
+    cache.add_pod_group(podgroup("pgq", 1))
+    cache.add_pod(pod("q1", "pgq", 100, node_name="n4", phase="Running"))
+    res, first = _session_jobs(cache)
+    assert res.binds == {"ns/p1": "n1"}              # the session changed pgp's clone
+    st = cache.job_clones.stats
+    assert st == {"reused": 0, "cloned": 3}
+    cache.add_pod(pod("r2", "pgr", 100, node_name="n3", phase="Running"))   # the cache changes pgr
+    _, second = _session_jobs(cache)
+    assert second["ns/pgq"] is first["ns/pgq"]
+    assert second["ns/pgp"] is not first["ns/pgp"]   # changed by the session (and the bind)
+    assert second["ns/pgr"] is not first["ns/pgr"]   # changed by the cache
+    assert "r2" in {t.name for t in second["ns/pgr"].tasks.values()}
+    assert st == {"reused": 1, "cloned": 5}
+    _, third = _session_jobs(cache)                  # nothing changed since the second
+    assert all(third[j] is second[j] for j in second)
+
+
+def test_a_kept_job_clone_gets_the_header_a_fresh_clone_would_have():
+    """What a session writes into every job clone without reporting it -- the PodGroup status,
+    fit errors, hyper-node and enqueue fields -- is copied from the cache's job again."""
+    cache, _ = _cache()
+    _, first = _session_jobs(cache)
+    kept = first["ns/pgr"]
+    kept.pod_group["status"]["phase"] = "Scribbled"
+    kept.pod_group["status"].setdefault("conditions", []).append({"type": "Scribbled"})
+    kept.nodes_fit_errors["x"] = object()
+    kept.job_fit_errors = "scribbled"
+    kept.allocated_hyper_node = "hn-x"
+    kept.schedule_start_timestamp = 99.0
+    kept.priority = 1234
+    snap = cache.snapshot(lend=True)
+    again = snap.jobs["ns/pgr"]
+    assert again is kept
+    fresh = cache.jobs["ns/pgr"].clone()
+    assert again.pod_group == fresh.pod_group and again.pod_group is not cache.jobs["ns/pgr"].pod_group
+    assert (again.nodes_fit_errors, again.job_fit_errors, again.allocated_hyper_node,
+            again.schedule_start_timestamp, again.priority) == (
+        {}, fresh.job_fit_errors, fresh.allocated_hyper_node, fresh.schedule_start_timestamp, fresh.priority)
+
+
+def test_a_task_field_written_in_place_by_the_cache_is_reported():
+    """The S6 refresh swaps a guarded task's pod without the job's mutators: it reports."""
+    cache, _ = _cache()
+    _, first = _session_jobs(cache)
+    task = next(iter(cache.jobs["ns/pgr"].tasks.values()))
+    cache._refresh_pod(task, dict(task.pod))
+    _, second = _session_jobs(cache)
+    assert second["ns/pgr"] is not first["ns/pgr"]
+    assert next(iter(second["ns/pgr"].tasks.values())).pod is task.pod
+
+
+def test_a_job_that_goes_away_and_comes_back_is_cloned_afresh():
+    cache, _ = _cache()
+    _, first = _session_jobs(cache)
+    old = cache.jobs.pop("ns/pgr")                   # a job object the pool no longer knows
+    from ha.scheduler.api.job_info import JobInfo
+    job = cache.jobs["ns/pgr"] = JobInfo("ns/pgr", *[t for t in old.tasks.values()])
+    job.set_pod_group(old.pod_group)
+    _, second = _session_jobs(cache)
+    assert second["ns/pgr"] is not first["ns/pgr"]
+    _, third = _session_jobs(cache)
+    assert third["ns/pgr"] is second["ns/pgr"]
+
+
+def test_the_verifier_finds_a_change_of_a_kept_job_clone_that_went_unreported(monkeypatch):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = _cache()
+    _, first = _session_jobs(cache)
+    next(iter(first["ns/pgr"].tasks.values())).nominated_node_name = "n9"   # past the mutators
+    with pytest.raises(SnapshotReuseMismatch, match=r"job 'ns/pgr'.*job\.task_status_index"):
+        cache.snapshot(lend=True)
+
+
+def test_the_verifier_finds_a_change_of_a_cache_job_that_went_unreported(monkeypatch):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = _cache()
+    _session_jobs(cache)
+    stored = next(iter(cache.jobs["ns/pgr"].tasks.values()))
+    stored.priority += 1                             # the job not told
+    with pytest.raises(SnapshotReuseMismatch, match=r"job 'ns/pgr'.*job\.task_status_index"):
+        cache.snapshot(lend=True)
+
+
+def test_job_clones_switched_off_clone_every_job(monkeypatch):
+    monkeypatch.setenv("HA_SNAPSHOT_REUSE", "0")
+    cache, _ = _cache()
+    _, first = _session_jobs(cache)
+    _, second = _session_jobs(cache)
+    assert not any(second[j] is first[j] for j in first)
+    assert cache.job_clones.stats == {"reused": 0, "cloned": 0}
+
+
+def test_an_older_job_snapshot_given_back_late_is_ignored():
+    clones = JobClones()
+    cache, _ = _cache()
+    jobs = list(cache.jobs.values())
+    t1, a = clones.clone(jobs, lend=True)
+    t2, b = clones.clone(jobs, lend=True)
+    clones.give_back(t1)
+    _, c = clones.clone(jobs, lend=True)
+    assert all(c[j] is not a[j] and c[j] is not b[j] for j in a)
+
+
+def test_a_session_writes_podgroup_statuses_without_touching_the_caches():
+    """A job clone's PodGroup shares all under its top level with the cache's (copy_pod_group):
+    the enqueued phase, the gang's conditions and the job updater's statuses are written into
+    copies put in place, and the cache's PodGroups stay as they were, session after session."""
+    from ha.scheduler.api.job_info import copy_object
+    cache, io = make_cache("v1.14", nodes=[node("n1", 1000)],
+                           podgroups=[podgroup("pend", 1, phase="Pending"), podgroup("big", 2),
+                                      podgroup("pgr", 1, phase="Running")],
+                           pods=[pod("a", "pend", 100), pod("b1", "big", 800), pod("b2", "big", 800),
+                                 pod("r1", "pgr", 100, node_name="n1", phase="Running")])
+    before = {u: copy_object(j.pod_group) for u, j in cache.jobs.items()}
+    for actions in (["enqueue", "allocate", "backfill"], ["allocate"], ["enqueue", "allocate"]):
+        run_session(cache, conf(actions, [[GANG_ALL, PREDICATES]]), seed=1)
+        assert {u: j.pod_group for u, j in cache.jobs.items()} == before
+    written = {}
+    for key, pg in io.pod_group_writes:
+        written.setdefault(key, []).append(pg["status"])
+    assert written["ns/pend"][0]["phase"] == "Inqueue"          # the enqueue action's write
+    assert any(c["type"] == "Unschedulable" and c["status"] == "True"
+               for c in written["ns/big"][0]["conditions"])     # a gang of two that fits once

@@ -69,6 +69,7 @@ from typing import Any
 from ha.scheduler.api import CacheError, TaskStatus, ZERO
 from ha.scheduler.api.types import Status, StatusCode, FitError, FitErrors, wrap_insufficient_resource_reason
 from ha.scheduler.api.hypernode_info import CLUSTER_TOP_HYPERNODE
+from ha.scheduler.api.job_info import writable_status
 from ha.scheduler.framework.hypernodes import (find_hyper_node_for_node, prioritize_hyper_nodes,
                                                select_best_hyper_node_and_score)
 from ha.scheduler.framework.statement import Statement, StatementError, save_operations
@@ -202,7 +203,7 @@ class AllocateAction:
                 if ssn.enabled_action_map.get("enqueue"):
                     continue
                 # No enqueue action: Pending PodGroups become Inqueue (session only).
-                job.pod_group.setdefault("status", {})["phase"] = "Inqueue"
+                writable_status(job.pod_group)["phase"] = "Inqueue"
             vr = ssn.job_valid(job)
             if vr is not None and not vr.passed:
                 continue
@@ -461,6 +462,7 @@ class AllocateAction:
 
             if topology:
                 task.job_allocated_hyper_node = allocated_hn
+                job.report_change()
             if fast_sel is not None:
                 best = self.fastpath.prioritize_nodes(task, fast_sel)
             else:

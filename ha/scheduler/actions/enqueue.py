@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ha.scheduler.api.job_info import writable_status
 from ha.scheduler.framework.util import PriorityQueue
 
 
@@ -43,7 +44,7 @@ class EnqueueAction:
             min_resources = ((job.pod_group or {}).get("spec") or {}).get("minResources")
             if min_resources is None or ssn.job_enqueueable(job):
                 ssn.job_enqueued(job)
-                job.pod_group.setdefault("status", {})["phase"] = "Inqueue"
+                writable_status(job.pod_group)["phase"] = "Inqueue"
                 ssn.jobs[job.uid] = job
             queues.push(queue)
 

@@ -30,7 +30,7 @@ class ClusterInfo:
     hyper_nodes_ready_to_schedule: bool = True
     # (not a Volcano field) the cache lent these node clones: give them back with this token once
     # the session is done (SchedulerCache.give_back); None: nothing to give back
-    lent_token: int | None = None
+    lent_token: tuple[int | None, int | None] | None = None   # (nodes, jobs): SchedulerCache.give_back
 
     def __str__(self) -> str:
         lines = ["Cache:"]

@@ -152,7 +152,7 @@ class Session:
         suffix = uuid.uuid4().hex[:8] if seed is None else f"{random.Random(f'uid:{seed}').getrandbits(32):08x}"
         self.uid = f"ssn-{next(_session_counter)}-{suffix}"
         self.cache = cache
-        self.lent_token: int | None = None   # the snapshot's node clones, given back in release()
+        self.lent_token: tuple[int | None, int | None] | None = None   # the snapshot's node and job clones, given back in release()
         # where the session's time went, phase -> [wall ms, this thread's CPU ms], in the order
         # run (record_phase): a measurement for reports and benchmarks, never an input of the model
         self.phase_times: dict[str, list[float]] = {}
@@ -919,7 +919,7 @@ class Session:
         job = self.jobs.get(job_info.uid)
         if job is None:
             raise SessionError(f"failed to find job <{job_info.namespace}/{job_info.name}>")
-        status = _pg_status(job)
+        status = _writable_pg_status(job)
         conds = status.setdefault("conditions", [])
         for i, c in enumerate(conds):
             if c.get("type") == cond.get("type"):
@@ -1009,6 +1009,15 @@ def _nodes_fit_errors(job: Any) -> dict:
     return nfe
 
 
+def _writable_pg_status(job: Any) -> dict:
+    """The session job's PodGroup status to write into (its own copy: job_info.writable_status)."""
+    pg = job.pod_group
+    if isinstance(pg, dict):
+        from ha.scheduler.api.job_info import writable_status
+        return writable_status(pg)
+    return _pg_status(job)
+
+
 def _pg_status(job: Any) -> dict:
     pg = job.pod_group
     if isinstance(pg, dict):
@@ -1084,12 +1093,11 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
     t1, c1 = time.perf_counter(), time.thread_time()
     ssn.lent_token = getattr(snapshot, "lent_token", None)
     ssn.jobs = snapshot.jobs
-    from ha.scheduler.api.job_info import copy_object
     for job in ssn.jobs.values():
         if getattr(job, "pod_group", None) is not None:
-            # a PodGroup status is plain data (dicts, lists, scalars): copy_object is deepcopy's
-            # result at a fraction of its cost, for every job of every session
-            ssn.pod_group_old_state.status[job.uid] = copy_object(_pg_status(job))
+            # the status the snapshot gave: a session never writes into it (a new status takes
+            # its place: job_info.writable_status), so it stays what it was at open uncopied
+            ssn.pod_group_old_state.status[job.uid] = _pg_status(job)
             ssn.pod_group_old_state.annotations[job.uid] = dict(_pg_annotations(job))
     ssn.nodes = snapshot.nodes
     names = getattr(snapshot, "node_list", None)
