@@ -423,6 +423,7 @@ def _measure(url: str, sz: Sizes) -> dict:
                          for n in names}
         out["leader"] = next((n for n in names if sampler.stats[n].get("is_leader")), None)
         out["node_clones"] = {n: sampler.stats[n].get("node_clones") for n in names}
+        out["job_clones"] = {n: sampler.stats[n].get("job_clones") for n in names}
         out["cluster"] = {k: c1.get(k) for k in ("created_pods", "create_errors", "bound_pods", "pods")}
         return out
     finally:
@@ -492,8 +493,8 @@ def result_from(m: dict, quick: bool) -> BenchResult:
               # every sampled session in order (a p99 over a few sessions is their max)
               "sessions_ms_in_order": [round(x) for x in m["sessions_ms"]],
               "writes_in_window": m.get("writes"),
-              # snapshot reuse over the whole run, per instance: node clones reused / cloned
-              "node_clones": m.get("node_clones"),
+              # snapshot reuse over the whole run, per instance: node and job clones reused / cloned
+              "node_clones": m.get("node_clones"), "job_clones": m.get("job_clones"),
               # (session thread CPU, its process's CPU) in ms, in the same order: wall minus the
               # thread's CPU is waiting for the interpreter or a core
               "sessions_cpu_ms_in_order": _cpu_pairs(m.get("sessions_cpu_ms")),

@@ -17,6 +17,7 @@ write can still write once — the check narrows the window, it does not close i
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -41,6 +42,15 @@ class IOCounters:
     pod_group_errors: int = 0
     fenced: int = 0
     dry_run_ops: int = 0
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Count under a lock: the bind worker, the session and the status writer's threads count
+        at once."""
+        with _COUNT_LOCK:
+            setattr(self, name, getattr(self, name) + n)
+
+
+_COUNT_LOCK = threading.Lock()
 
 
 def _pod_key(pod: dict) -> str:
@@ -109,13 +119,13 @@ class InstanceIO:
         if not tasks:
             return {}
         if self._dry_run():
-            self.counters.dry_run_ops += len(tasks)
+            self.counters.add("dry_run_ops", len(tasks))
             for t in tasks:
                 self._rec("bind", f"{t.namespace}/{t.name}", t.uid, t.node_name, False, "dry-run", True)
             return {t.uid: "dry-run: not written" for t in tasks}
         fenced = self._fence_error()
         if fenced:
-            self.counters.fenced += len(tasks)
+            self.counters.add("fenced", len(tasks))
             for t in tasks:
                 self._rec("bind", f"{t.namespace}/{t.name}", t.uid, t.node_name, False, fenced, False)
             return {t.uid: fenced for t in tasks}
@@ -128,12 +138,12 @@ class InstanceIO:
             msg = errors.get(t.uid)
             if msg is not None:
                 if msg.startswith("409"):
-                    self.counters.bind_conflicts += 1
+                    self.counters.add("bind_conflicts")
                 else:
-                    self.counters.bind_errors += 1
+                    self.counters.add("bind_errors")
                 self._rec("bind", key, t.uid, t.node_name, False, msg, False)
             else:
-                self.counters.binds += 1
+                self.counters.add("binds")
                 self._rec("bind", key, t.uid, t.node_name, True, None, False)
                 if self._on_bind is not None:
                     self._on_bind()
@@ -145,21 +155,21 @@ class InstanceIO:
         uid = (pod.get("metadata") or {}).get("uid")
         node = (pod.get("spec") or {}).get("nodeName")
         if self._dry_run():
-            self.counters.dry_run_ops += 1
+            self.counters.add("dry_run_ops")
             self._rec("evict", key, uid, node, False, "dry-run", True, reason=reason)
             raise IOError_("dry-run: not written")
         fenced = self._fence_error()
         if fenced:
-            self.counters.fenced += 1
+            self.counters.add("fenced")
             self._rec("evict", key, uid, node, False, fenced, False, reason=reason)
             raise IOError_(fenced)
         try:
             self.inner.evict(pod, reason)   # Volcano's defaultEvictor: conditions, then delete
         except Exception as e:  # noqa: BLE001
-            self.counters.evict_errors += 1
+            self.counters.add("evict_errors")
             self._rec("evict", key, uid, node, False, str(e), False, reason=reason)
             raise IOError_(str(e)) from None
-        self.counters.evictions += 1
+        self.counters.add("evictions")
         self._rec("evict", key, uid, node, True, None, False, reason=reason)
 
     # -- StatusUpdater ---------------------------------------------------------------------------
@@ -168,16 +178,16 @@ class InstanceIO:
         uid = (pod.get("metadata") or {}).get("uid")
         nnn = (pod.get("status") or {}).get("nominatedNodeName")
         if self._dry_run():
-            self.counters.dry_run_ops += 1
+            self.counters.add("dry_run_ops")
             self._rec("status", key, uid, nnn, False, "dry-run", True)
             raise IOError_("dry-run: not written")
         try:
             out = self.inner.update_pod_status(pod)   # precondition: the cache's resourceVersion
         except Exception as e:  # noqa: BLE001
-            self.counters.status_errors += 1
+            self.counters.add("status_errors")
             self._rec("status", key, uid, nnn, False, str(e), False)
             raise IOError_(str(e)) from None
-        self.counters.status_writes += 1
+        self.counters.add("status_writes")
         self._rec("status", key, uid, nnn, True, None, False)
         return out
 
@@ -185,27 +195,27 @@ class InstanceIO:
         key = _pod_key(pg)
         phase = (pg.get("status") or {}).get("phase")
         if self._dry_run():
-            self.counters.dry_run_ops += 1
+            self.counters.add("dry_run_ops")
             return pg
         try:
             out = self.inner.update_pod_group(pg)
         except Exception as e:  # noqa: BLE001
-            self.counters.pod_group_errors += 1
+            self.counters.add("pod_group_errors")
             self._rec("podgroup", key, None, phase, False, str(e), False)
             raise IOError_(str(e)) from None
-        self.counters.pod_group_writes += 1
+        self.counters.add("pod_group_writes")
         return out
 
     def patch_pod_annotations(self, namespace: str, name: str, annotations: dict) -> dict:
         key = f"{namespace}/{name}"
         if self._dry_run():
-            self.counters.dry_run_ops += 1
+            self.counters.add("dry_run_ops")
             self._rec("annotate", key, None, None, False, "dry-run", True, annotations=dict(annotations))
             raise IOError_("dry-run: not written")
         try:
             out = self.inner.patch_pod_annotations(namespace, name, annotations)
         except Exception as e:  # noqa: BLE001
-            self.counters.status_errors += 1
+            self.counters.add("status_errors")
             self._rec("annotate", key, None, None, False, str(e), False, annotations=dict(annotations))
             raise IOError_(str(e)) from None
         self._rec("annotate", key, None, None, True, None, False, annotations=dict(annotations))

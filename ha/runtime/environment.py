@@ -21,6 +21,8 @@ An environment has:
   worker: Volcano's ``wait.Until(processBindTask, 20ms)``) — ``start()``, ``idle()``,
   ``wait_idle_blocking(timeout)``, ``async stop(timeout) -> bool``; an asyncio task stepping in a
   fixed order under the virtual clock in a simulation;
+* ``status_writer(name)``: what runs a session's write-back calls (``run(calls)``, ``close()``):
+  16 threads in live, as Volcano's job updater; None in a simulation (in order, in the session);
 * ``api_clients(server, url, prefix) -> (async client, sync client)``: the API clients under the
   run's :class:`cluster_state.apiserver.ApiServerConfig` (Redis in live; the in-memory store in a
   simulation);
@@ -72,6 +74,7 @@ class Environment(Protocol):
     def polling_worker(self, name: str, step: Callable[[], bool], period_s: float, *,
                        pending: Callable[[], bool] | None = None) -> PollingWorker: ...
     def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]: ...
+    def status_writer(self, name: str) -> Any: ...
     def new_id(self) -> str: ...
     def crash(self, reason: str) -> None: ...
 
@@ -157,6 +160,31 @@ class _ThreadPollingWorker:
         return not self.thread.is_alive()
 
 
+class _ThreadStatusWriter:
+    """Runs a session's write-back calls (the job updater's: ha/scheduler/framework/job_updater.py)
+    on ``workers`` threads -- Volcano's job updater runs 16 -- and returns when all are done; the
+    calls do their own error handling. The API waits overlap: a session whose jobs write a
+    thousand pod conditions no longer waits for a thousand round trips in a row."""
+
+    def __init__(self, name: str, workers: int = 16):
+        self.workers = workers
+        self._ex: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+    def run(self, calls: list[Callable[[], None]]) -> None:
+        ex = self._ex
+        if ex is None or len(calls) < 2:
+            for call in calls:
+                call()
+            return
+        for f in [ex.submit(call) for call in calls]:
+            f.result()
+
+    def close(self) -> None:
+        ex, self._ex = self._ex, None
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+
 class LiveEnvironment:
     """Real threads, Redis clients and the wall clock (scaled by the clock-rate fault)."""
 
@@ -173,6 +201,9 @@ class LiveEnvironment:
     def polling_worker(self, name: str, step: Callable[[], bool], period_s: float, *,
                        pending: Callable[[], bool] | None = None) -> _ThreadPollingWorker:
         return _ThreadPollingWorker(name, step, period_s, pending=pending)
+
+    def status_writer(self, name: str) -> _ThreadStatusWriter:
+        return _ThreadStatusWriter(name)
 
     def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]:
         return server.async_client(url, prefix), server.sync_client(url, prefix)

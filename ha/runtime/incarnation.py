@@ -151,6 +151,10 @@ class Incarnation:
         self.informers_started = False
         self._stale_seen: dict[str, int] = {}   # kind -> samples total at the last observe()
         self.session_worker = env.serial_worker(f"{cfg.name}-session")
+        # a session's write-back: in parallel in live (Volcano's job updater), in order in a sim
+        # (an environment without one: in order, in the session)
+        writer = getattr(env, "status_writer", None)
+        self.cache.status_writer = writer(f"{cfg.name}-status") if writer is not None else None
         cache = self.cache
         self.bind_worker = env.polling_worker(f"{cfg.name}-bind", cache.process_bind_task, BIND_PERIOD_S,
                                               pending=lambda: bool(cache.bind_queue))
@@ -213,6 +217,8 @@ class Incarnation:
             if not done:
                 log.warning("%s: session still running after %.0fs; leaving it behind", name, bound)
         self.session_worker.close()
+        if self.cache.status_writer is not None:
+            self.cache.status_writer.close()
         if not await self.bind_worker.stop(bound):
             log.warning("%s: bind worker still in I/O after %.0fs; leaving it behind", name, bound)
         if self.resync_worker is not None and not await self.resync_worker.stop(bound):

@@ -579,8 +579,9 @@ class SchedulerInstance:
                "last_session_cpu_ms": self.last_session_cpu_ms,
                "last_session_process_cpu_ms": self.last_session_process_cpu_ms,
                "last_session_phases_ms": self.last_session_phases_ms,
-               # snapshot reuse (ha/scheduler/snapshot_reuse.py): node clones reused / cloned
+               # snapshot reuse (ha/scheduler/snapshot_reuse.py): node and job clones reused / cloned
                "node_clones": dict(cache.node_clones.stats) if cache is not None else None,
+               "job_clones": dict(cache.job_clones.stats) if cache is not None else None,
                "started_at": self.started_at,
                "synced": self.synced(), "clock_rate": self.env.clock.rate, "gc_tuning": self.gc_tuning,
                "last_error": self.last_error, "cache": cache_stats,

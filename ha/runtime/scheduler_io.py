@@ -20,6 +20,7 @@ if given, sees each outcome (the runtime logs decisions through it).
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 from cluster_state.errors import ApiError, Conflict, NotFound
@@ -66,11 +67,16 @@ class ApiServerIO:
         self.api = api
         self.scheduler_name = scheduler_name
         self.on_result = on_result
+        self._count_lock = threading.Lock()
         self.stats: dict[str, int] = {
             "binds": 0, "bind_conflicts": 0, "bind_errors": 0, "evictions": 0, "evict_errors": 0,
             "status_writes": 0, "status_conflicts": 0, "status_errors": 0, "pod_group_writes": 0,
             "annotation_patches": 0, "gets": 0,
         }
+
+    def _count(self, name: str) -> None:
+        with self._count_lock:   # the bind worker and the status writer's threads count at once
+            self.stats[name] += 1
 
     def _report(self, op: str, key: str, detail: dict) -> None:
         if self.on_result is not None:
@@ -80,9 +86,9 @@ class ApiServerIO:
                 pass
 
     def _fail(self, op: str, key: str, e: ApiError, counter: str) -> SchedulerIOError:
-        self.stats[counter] += 1
+        self._count(counter)
         if isinstance(e, Conflict) and counter == "status_errors":
-            self.stats["status_conflicts"] += 1
+            self._count("status_conflicts")
         self._report(op, key, {"ok": False, "error": str(e), "code": e.code})
         return SchedulerIOError(e)
 
@@ -102,11 +108,11 @@ class ApiServerIO:
             key = f"{t.namespace}/{t.name}"
             if isinstance(r, ApiError):
                 errors[t.uid] = str(r)
-                self.stats["bind_conflicts" if isinstance(r, Conflict) else "bind_errors"] += 1
+                self._count("bind_conflicts" if isinstance(r, Conflict) else "bind_errors")
                 self._report("bind", key, {"node": t.node_name, "ok": False, "error": str(r),
                                            "code": r.code})
             else:
-                self.stats["binds"] += 1
+                self._count("binds")
                 self._report("bind", key, {"node": t.node_name, "ok": True,
                                            "rv": (r.get("metadata") or {}).get("resourceVersion")
                                            if isinstance(r, dict) else None})
@@ -141,7 +147,7 @@ class ApiServerIO:
             self.api.delete("Pod", md.get("name"), md.get("namespace"))
         except ApiError as e:
             raise self._fail("evict", key, e, "evict_errors") from e
-        self.stats["evictions"] += 1
+        self._count("evictions")
         self._report("evict", key, {"ok": True, "reason": reason})
 
     # ---------------------------------------------------------------------------------- StatusUpdater
@@ -151,7 +157,7 @@ class ApiServerIO:
             out = self.api.update_status(pod)
         except ApiError as e:
             raise self._fail("status", key, e, "status_errors") from e
-        self.stats["status_writes"] += 1
+        self._count("status_writes")
         st = pod.get("status") or {}
         self._report("status", key, {"ok": True, "nominatedNodeName": st.get("nominatedNodeName", ""),
                                      "rv": out["metadata"].get("resourceVersion")})
@@ -172,7 +178,7 @@ class ApiServerIO:
                                                  md.get("namespace"), patch)
         except ApiError as e:
             raise self._fail("pod_group", key, e, "status_errors") from e
-        self.stats["pod_group_writes"] += 1
+        self._count("pod_group_writes")
         self._report("pod_group", key, {"ok": True, "phase": (pg.get("status") or {}).get("phase")})
         return out
 
@@ -183,13 +189,13 @@ class ApiServerIO:
             out = self.api.patch_annotations("Pod", name, namespace, annotations)
         except ApiError as e:
             raise self._fail("annotations", key, e, "status_errors") from e
-        self.stats["annotation_patches"] += 1
+        self._count("annotation_patches")
         self._report("annotations", key, {"ok": True, "annotations": dict(annotations)})
         return out
 
     # ---------------------------------------------------------------------------------- PodGetter
     def get_pod(self, namespace: str, name: str) -> dict | None:
-        self.stats["gets"] += 1
+        self._count("gets")
         try:
             return self.api.get("Pod", name, namespace)
         except NotFound:

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTATION, GROUP_NAME_ANNOTATION,
                               PIPELINED_NODE_ANNOTATION,
@@ -131,6 +131,9 @@ class SchedulerCache:
         # node clones kept between sessions for the next snapshot (snapshot_reuse.py)
         self.node_clones = NodeClones()
         self.job_clones = JobClones()
+        # what runs a session's write-back calls (framework/job_updater.py): None, in order in the
+        # session; a live instance sets its environment's (in parallel)
+        self.status_writer: Any = None
         # HyperNodes (topology.volcano.sh/v1alpha1) and the node labels their selectors match
         self.hyper_nodes_info = HyperNodesInfo()
         self._node_labels: dict[str, dict] = {}
@@ -1022,32 +1025,62 @@ class SchedulerCache:
     def update_job_status(self, job: JobInfo, update_pg: bool = False, update_pg_annotations: bool = False,
                           update_job_info: bool = False) -> JobInfo:
         """UpdateJobStatus: write the PodGroup when asked, then RecordJobStatusEvent."""
-        if update_pg or update_pg_annotations:
-            if update_pg_annotations:
-                with self.mutex:
-                    cj = self.jobs.get(job.uid)
-                    if cj is not None and cj.pod_group is not None and job.pod_group is not None:
-                        key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
-                        cann = _md(cj.pod_group).get("annotations")
-                        if cann is not None:
-                            cann[key] = (_md(job.pod_group).get("annotations") or _EMPTY).get(key, "")
-            if self.status_updater is not None and job.pod_group is not None:
+        write = self.job_status_write(job, update_pg, update_pg_annotations, update_job_info)
+        if write is not None:
+            write()
+        return job
+
+    def job_status_write(self, job: JobInfo, update_pg: bool = False, update_pg_annotations: bool = False,
+                         update_job_info: bool = False) -> Callable[[], None] | None:
+        """UpdateJobStatus in two steps. What needs no API call is done now: the cache's copy of
+        the allocated hyper-node annotation, and the choice of the job's scheduling events (which
+        pods' PodScheduled condition or nomination changes). The rest is returned as one call, in
+        Volcano's order -- the PodGroup write, the job's hyper-node fields in the cache, the
+        events' pod status writes -- or None when there is nothing to call. The call raises what
+        the PodGroup write raises (and does nothing after it then); an event write's error is
+        counted and logged. The job updater runs a session's calls through the cache's
+        ``status_writer`` (serial by default; a live instance's runs them in parallel, as
+        Volcano's job updater does with 16 workers)."""
+        write_pg = (update_pg or update_pg_annotations) and self.status_updater is not None \
+            and job.pod_group is not None
+        if update_pg_annotations:
+            with self.mutex:
+                cj = self.jobs.get(job.uid)
+                if cj is not None and cj.pod_group is not None and job.pod_group is not None:
+                    key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
+                    cann = _md(cj.pod_group).get("annotations")
+                    if cann is not None:
+                        cann[key] = (_md(job.pod_group).get("annotations") or _EMPTY).get(key, "")
+        events = self._job_status_events(job)
+        if not (write_pg or update_job_info or events):
+            return None
+
+        def write() -> None:
+            if write_pg:
                 pg = self.status_updater.update_pod_group(job.pod_group)
                 if pg is not None:
                     job.pod_group = pg
-        if update_job_info:
-            with self.mutex:
-                cj = self.jobs.get(job.uid)
-                if cj is not None:
-                    cj.allocated_hyper_node = job.allocated_hyper_node
-                    cj.sub_job_allocated_hyper_node = job.sub_job_allocated_hyper_node
-        self.record_job_status_event(job, update_pg)
-        return job
+            if update_job_info:
+                with self.mutex:
+                    cj = self.jobs.get(job.uid)
+                    if cj is not None:
+                        cj.allocated_hyper_node = job.allocated_hyper_node
+                        cj.sub_job_allocated_hyper_node = job.sub_job_allocated_hyper_node
+            for t, new_pod in events:
+                self._write_unschedulable(t, new_pod)
+        return write
 
     def record_job_status_event(self, job: JobInfo, update_pg: bool = False) -> None:
         """For every Allocated, Pending and Pipelined task of the (session) job: PodScheduled=False
         with TaskSchedulingReason; v1.14.0 also writes the nomination of a Pipelined context whose
         eviction occurred (PR #5045 / cache_pipeline removes that)."""
+        for t, new_pod in self._job_status_events(job):
+            self._write_unschedulable(t, new_pod)
+
+    def _job_status_events(self, job: JobInfo) -> list[tuple[TaskInfo, dict]]:
+        """RecordJobStatusEvent's choice: (task, the pod to write) for each task whose condition or
+        nomination changes."""
+        out: list[tuple[TaskInfo, dict]] = []
         base = None    # job.fit_error() walks the job: only when a task needs it
         session_end_nomination = not self.switches.cache_pipeline
         for st in (ALLOCATED, PENDING, PIPELINED):
@@ -1060,14 +1093,38 @@ class SchedulerCache:
                         base = job.fit_error() or ALL_NODE_UNAVAILABLE_MSG
                     msg = base
                 try:
-                    self.task_unschedulable(t, reason, msg, nnn if session_end_nomination else "")
+                    new_pod = self._unschedulable_pod(t, reason, msg, nnn if session_end_nomination else "")
                 except Exception as e:  # noqa: BLE001
-                    self.stats["status_write_errors"] += 1
-                    self._error(f"Failed to update unschedulable task status {t.namespace}/{t.name}: {e}")
+                    self._status_write_failed(t, e)
+                    continue
+                if new_pod is not None:
+                    out.append((t, new_pod))
+        return out
+
+    def _write_unschedulable(self, task: TaskInfo, new_pod: dict) -> None:
+        try:
+            self.status_updater.update_pod_status(new_pod)
+        except Exception as e:  # noqa: BLE001
+            self._status_write_failed(task, e)
+
+    def _status_write_failed(self, task: TaskInfo, e: Exception) -> None:
+        with self.mutex:   # (the status writer's threads may fail at once)
+            self.stats["status_write_errors"] += 1
+            self._error(f"Failed to update unschedulable task status {task.namespace}/{task.name}: {e}")
 
     def task_unschedulable(self, task: TaskInfo, reason: str, message: str, nominated_node_name: str = "") -> bool:
         """Write PodScheduled=False (and, if non-empty and different, the nomination) when it changed.
         The cache's own pod is not touched: the informer delivers the change. Returns True if written."""
+        new_pod = self._unschedulable_pod(task, reason, message, nominated_node_name)
+        if new_pod is None:
+            return False
+        self.status_updater.update_pod_status(new_pod)
+        return True
+
+    def _unschedulable_pod(self, task: TaskInfo, reason: str, message: str,
+                           nominated_node_name: str = "") -> dict | None:
+        """The pod with PodScheduled=False (and the nomination, if non-empty and different) to
+        write, or None when neither changed (or nothing writes)."""
         pod = task.pod
         status = pod.get("status") or _EMPTY
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
@@ -1075,7 +1132,7 @@ class SchedulerCache:
         update_cond = old is None or any(old.get(k) != cond[k] for k in ("status", "reason", "message"))
         update_nnn = bool(nominated_node_name) and status.get("nominatedNodeName", "") != nominated_node_name
         if not (update_cond or update_nnn) or self.status_updater is None:
-            return False
+            return None
         new_pod = dict(pod)
         new_status = copy_object(dict(status))
         if update_cond:
@@ -1085,8 +1142,7 @@ class SchedulerCache:
         if update_nnn:
             new_status["nominatedNodeName"] = nominated_node_name
         new_pod["status"] = new_status
-        self.status_updater.update_pod_status(new_pod)
-        return True
+        return new_pod
 
     # ==== inspection =============================================================================
     def digest(self) -> dict:

@@ -263,7 +263,7 @@ class SimEngine(EngineParts):
         stats["last_session_cpu_ms"] = stats["last_session_process_cpu_ms"] = None
         stats["last_session_phases_ms"] = None
         # how the host got there, not what the model did: with snapshot reuse off, the same run
-        stats["node_clones"] = None
+        stats["node_clones"] = stats["job_clones"] = None
         data["stats"] = stats
         return data
 

@@ -326,6 +326,10 @@ class SimEnvironment:
                        pending: Callable[[], bool] | None = None) -> _TaskPollingWorker:
         return _TaskPollingWorker(self, name, step, period_s, pending)
 
+    def status_writer(self, name: str) -> None:
+        # a session's write-back calls run in order in the session, as every write of the sim does
+        return None
+
     def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]:
         # the run's MemoryServer already carries the run's ApiServerConfig
         return SimAsyncApiClient(self.server, self), SimApiClient(self.server, self)

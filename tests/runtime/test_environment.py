@@ -111,3 +111,28 @@ async def test_an_inline_environment_runs_the_same_instance_without_threads(api,
         assert not any(n.startswith("scheduler-1") for n in started), started
     finally:
         await inst.stop()
+
+
+def test_the_live_status_writer_runs_a_sessions_calls_in_parallel_and_returns_when_all_are_done():
+    """Four calls that each wait for the other three finish only when they run at once; ``run``
+    returns after the last, and the writer's threads end with ``close``."""
+    import threading
+    from ha.runtime.environment import LiveEnvironment
+    w = LiveEnvironment().status_writer("test-status")
+    barrier = threading.Barrier(4, timeout=10)
+    done: list[int] = []
+
+    def call(i):
+        def run():
+            barrier.wait()          # a serial writer would wait here for ever (BrokenBarrierError)
+            done.append(i)
+        return run
+    try:
+        w.run([call(i) for i in range(4)])
+        assert sorted(done) == [0, 1, 2, 3]
+        w.run([lambda: done.append(9)])            # a single call runs in the caller's thread
+        assert done[-1] == 9
+    finally:
+        w.close()
+    w.run([lambda: done.append(10), lambda: done.append(11)])   # closed: in order, here
+    assert done[-2:] == [10, 11]

@@ -72,3 +72,66 @@ def test_registered_builders_restrict_plugins_and_missing_plugin_is_recorded():
     assert any("predicates" in e for e in ssn.errors) and any("no-such-plugin" in e for e in ssn.errors)
     assert ssn.total_resource.milli_cpu == 1000
     assert [n.name for n in ssn.node_list] == ["n1"]
+
+
+# ---- the write-back: planned job by job, written together through the cache's status writer -----
+
+class _ReversingWriter:
+    """A status writer that runs a session's calls in the opposite order (as a parallel one may)."""
+
+    def __init__(self):
+        self.batches = []
+
+    def run(self, calls):
+        self.batches.append(len(calls))
+        for call in reversed(calls):
+            call()
+
+
+def _two_gangs_cache():
+    return make_cache(nodes=[node("n1", 1000)],
+                      podgroups=[podgroup("a", 2, phase="Inqueue"), podgroup("b", 2, phase="Inqueue"),
+                                 podgroup("run", 1, phase="Running")],
+                      pods=[pod("a1", "a", 1000), pod("a2", "a", 1000), pod("b1", "b", 1000),
+                            pod("b2", "b", 1000), pod("r1", "run", 100, node_name="n1", phase="Running")])
+
+
+def _writes(writes):
+    """What was written, but for the two fields a session stamps (its uid, the time)."""
+    def norm(o):
+        if isinstance(o, dict):
+            return {k: norm(v) for k, v in o.items() if k not in ("transitionID", "lastTransitionTime")}
+        if isinstance(o, (list, tuple)):
+            return [norm(v) for v in o]
+        return o
+    return sorted((repr(norm(w)) for w in writes))
+
+
+def test_the_write_back_goes_through_the_status_writer_at_once_and_any_order_writes_the_same():
+    c1, io1 = _two_gangs_cache()
+    run_session(c1, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    c2, io2 = _two_gangs_cache()
+    c2.status_writer = w = _ReversingWriter()
+    run_session(c2, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    assert w.batches == [3]     # one call per job with something to write, all handed over at once
+    assert _writes(io1.pod_group_writes) == _writes(io2.pod_group_writes)
+    assert _writes(io1.status_writes) == _writes(io2.status_writes)
+    assert {k for k, _ in io2.status_writes} == {"ns/a1", "ns/a2", "ns/b1", "ns/b2"}
+    assert [k for k, _ in io2.pod_group_writes][:2] == ["ns/run", "ns/b"]   # the writer's order
+
+
+def test_a_failed_podgroup_write_is_the_sessions_error_and_stops_that_jobs_writes_alone():
+    c, io = _two_gangs_cache()
+    c.status_writer = _ReversingWriter()
+    real = io.update_pod_group
+
+    def update_pod_group(pg):
+        if pg["metadata"]["name"] == "a":
+            raise IOError("409 Conflict: PodGroup ns/a")
+        return real(pg)
+    io.update_pod_group = update_pod_group
+    res = run_session(c, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    assert [e for e in res.errors if "failed to update job" in e] == [
+        "failed to update job <ns/a>: 409 Conflict: PodGroup ns/a"]
+    assert {k for k, _ in io.status_writes} == {"ns/b1", "ns/b2"}     # a's events are not written
+    assert {k for k, _ in io.pod_group_writes} == {"ns/b", "ns/run"}

@@ -3,13 +3,14 @@
 
 For **every** session job: compute the PodGroup status, decide whether it changed compared with
 the status recorded at session open (conditions compared without ``lastTransitionTime`` and
-``transitionID``), and hand the job to ``cache.update_job_status(job, update_pg)``, which updates
-the PodGroup when asked and records the job's scheduling events (``RecordJobStatusEvent``: pod
-conditions and — in v1.14.0 — the nomination of pipelined-after-eviction tasks).
+``transitionID``), and hand the job to the cache's ``UpdateJobStatus`` (``job_status_write``), which
+updates the PodGroup when asked and records the job's scheduling events (``RecordJobStatusEvent``:
+pod conditions and — in v1.14.0 — the nomination of pipelined-after-eviction tasks). The API
+writes of all jobs run together at the end, in parallel in a live instance.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ha.scheduler.api import TaskStatus
 from ha.scheduler.api.helpers import completed_status, scheduled_status
@@ -97,18 +98,36 @@ def is_pod_group_status_updated(new: dict, old: dict) -> bool:
 
 
 class JobUpdater:
+    """``UpdateAll``: every session job's status worked out in turn, the API writes that follow
+    (``cache.job_status_write``) handed together to the cache's ``status_writer`` -- in order, in
+    this thread, when it has none (the simulation, the tests); in parallel in a live instance
+    (``ha.runtime.environment``'s status writer), as Volcano's ``workqueue.ParallelizeUntil(16,
+    ...)`` does: a writer has ``run(calls)``, which returns when every call is done. A job's own
+    writes stay in their order; a failed one is the session's recorded error."""
+
     def __init__(self, ssn: Any):
         self.ssn = ssn
         self.job_queue = list(ssn.jobs.values())
 
     def update_all(self) -> None:
+        calls = []
         for job in self.job_queue:
-            self.update_job(job)
+            call = self.update_job(job)
+            if call is not None:
+                calls.append(call)
+        writer = getattr(self.ssn.cache, "status_writer", None)
+        if writer is None:
+            for call in calls:
+                call()
+        else:
+            writer.run(calls)
 
-    def update_job(self, job: Any) -> None:
+    def update_job(self, job: Any) -> Callable[[], None] | None:
+        """The job's new status into its PodGroup; returns the call that writes what changed
+        (None: nothing to write)."""
         ssn = self.ssn
         if job.pod_group is None:
-            return
+            return None
         new_status = job_status(ssn, job)
         job.pod_group["status"] = new_status
         old = ssn.pod_group_old_state.status.get(job.uid)
@@ -118,10 +137,22 @@ class JobUpdater:
         old_hn = (ssn.pod_group_old_state.annotations.get(job.uid) or {}).get(key, "")
         update_ann = old_hn != ((job.pod_group.get("metadata") or {}).get("annotations") or {}).get(key, "")
         update_info = job.uid in ssn.dirty_jobs
+        args = (job, update_pg, update_ann, update_info) if update_ann or update_info else (job, update_pg)
+        plan = getattr(ssn.cache, "job_status_write", None)
         try:
-            if update_ann or update_info:
-                ssn.cache.update_job_status(job, update_pg, update_ann, update_info)
-            else:
-                ssn.cache.update_job_status(job, update_pg)
+            if plan is None:      # a cache without the two steps writes at once
+                ssn.cache.update_job_status(*args)
+                return None
+            write = plan(*args)
         except Exception as e:  # noqa: BLE001 - Volcano logs a failed update and goes on
             ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
+            return None
+        if write is None:
+            return None
+
+        def call() -> None:
+            try:
+                write()
+            except Exception as e:  # noqa: BLE001
+                ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
+        return call
