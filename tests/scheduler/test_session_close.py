@@ -135,3 +135,46 @@ def test_a_failed_podgroup_write_is_the_sessions_error_and_stops_that_jobs_write
         "failed to update job <ns/a>: 409 Conflict: PodGroup ns/a"]
     assert {k for k, _ in io.status_writes} == {"ns/b1", "ns/b2"}     # a's events are not written
     assert {k for k, _ in io.pod_group_writes} == {"ns/b", "ns/run"}
+
+
+# ---- the status comparison is session.go's, field for field ---------------------------------------
+
+def _reference_updated(new, old):
+    """isPodGroupStatusUpdated as a plain reading of session.go: the statuses without their
+    conditions, the counts and the phase normalised, compared as dicts; the conditions compared
+    pairwise without their transition fields."""
+    def norm(st):
+        out = {k: v for k, v in st.items() if k != "conditions"}
+        for k in ("running", "succeeded", "failed"):
+            out[k] = int(out.get(k) or 0)
+        out["phase"] = out.get("phase") or ""
+        return out
+
+    def cond(c):
+        return {k: v for k, v in c.items() if k not in ("lastTransitionTime", "transitionID")}
+    nc, oc = list(new.get("conditions") or []), list(old.get("conditions") or [])
+    return norm(new) != norm(old) or len(nc) != len(oc) or any(cond(a) != cond(b) for a, b in zip(nc, oc))
+
+
+def test_the_status_comparison_agrees_with_a_plain_reading_of_session_go():
+    from hypothesis import given, settings, strategies as st
+    small = st.sampled_from([None, 0, 1, 2, "", "x", "Inqueue", "Running", 1.0])
+    condition = st.dictionaries(st.sampled_from(["type", "status", "reason", "message", "transitionID",
+                                                 "lastTransitionTime"]), small, max_size=6)
+    counts = st.dictionaries(st.sampled_from(["running", "succeeded", "failed"]),
+                             st.sampled_from([None, 0, 1, 2, 1.0]), max_size=3)
+    others = st.dictionaries(st.sampled_from(["phase", "minMember", "x"]), small, max_size=3)
+    status = st.builds(lambda c, o: {**c, **o}, counts, others)
+    conds = st.none() | st.lists(condition, max_size=3)
+
+    @settings(max_examples=1500, deadline=None, derandomize=True)
+    @given(status, status, conds, conds, st.booleans())
+    def check(a, b, ca, cb, share):
+        new, old = dict(a), dict(b)
+        if ca is not None:
+            new["conditions"] = ca
+        if cb is not None:
+            old["conditions"] = list(ca) if share and ca is not None else cb
+        assert is_pod_group_status_updated(new, old) == _reference_updated(new, old), (new, old)
+        assert not is_pod_group_status_updated(new, dict(new))
+    check()

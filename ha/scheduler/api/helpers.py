@@ -7,7 +7,8 @@ from .types import TaskStatus
 
 __all__ = [
     "pod_key", "get_task_status", "allocated_status", "preemptable_status", "completed_status",
-    "scheduled_status", "is_terminated", "merge_errors", "job_terminated",
+    "scheduled_status", "is_terminated", "merge_errors", "job_terminated", "COMPLETED_STATUSES",
+    "SCHEDULED_STATUSES",
     "GROUP_NAME_ANNOTATION", "TASK_SPEC_KEY", "PREEMPTABLE_KEY", "TASK_PRIORITY_ANNOTATION",
     "PIPELINED_STATUS_ANNOTATION", "PIPELINED_NODE_ANNOTATION", "EVICTION_OCCURRED_ANNOTATION",
     "REVOCABLE_ZONE_KEY", "JDB_MIN_AVAILABLE", "JDB_MAX_UNAVAILABLE",
@@ -34,6 +35,9 @@ _ALLOCATED = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
 _PREEMPTABLE = frozenset({BOUND, RUNNING})
 _COMPLETED = frozenset({FAILED, SUCCEEDED})
 _SCHEDULED = frozenset({RUNNING, BOUND, FAILED, SUCCEEDED})
+# the sets themselves, for loops that test many statuses (every completed status is scheduled)
+COMPLETED_STATUSES = _COMPLETED
+SCHEDULED_STATUSES = _SCHEDULED
 
 
 def pod_key(pod: dict) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ha.scheduler.api import TaskStatus
-from ha.scheduler.api.helpers import completed_status, scheduled_status
+from ha.scheduler.api.helpers import COMPLETED_STATUSES as _COMPLETED, SCHEDULED_STATUSES as _SCHEDULED
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION
 
 __all__ = ["JobUpdater", "job_status", "get_pod_group_phase", "is_pod_group_status_updated"]
@@ -24,6 +24,9 @@ PG_RUNNING = "Running"
 PG_UNKNOWN = "Unknown"
 PG_COMPLETED = "Completed"
 UNSCHEDULABLE_TYPE = "Unschedulable"
+
+
+_EMPTY: dict = {}
 
 
 def _status_of(job: Any) -> dict:
@@ -38,11 +41,11 @@ def get_pod_group_phase(job: Any, unschedulable: bool) -> str:
     scheduled = 0
     completed = 0
     for s, tasks in idx.items():
-        if scheduled_status(s):
+        if s in _SCHEDULED:
             scheduled += len(tasks)
-        if completed_status(s):
-            completed += len(tasks)
-    min_member = int(((job.pod_group or {}).get("spec") or {}).get("minMember") or 0)
+            if s in _COMPLETED:       # (every completed status is a scheduled one)
+                completed += len(tasks)
+    min_member = int(((job.pod_group or _EMPTY).get("spec") or _EMPTY).get("minMember") or 0)
     if scheduled >= min_member:
         if scheduled == completed:
             return PG_COMPLETED
@@ -57,9 +60,10 @@ def job_status(ssn: Any, job: Any) -> dict:
     """The PodGroup status the session ends with (a new dict; conditions are kept)."""
     status = dict(_status_of(job))
     unschedulable = False
+    uid = ssn.uid
     for c in status.get("conditions") or ():
         if (c.get("type") == UNSCHEDULABLE_TYPE and c.get("status") == "True"
-                and c.get("transitionID") == ssn.uid):
+                and c.get("transitionID") == uid):
             unschedulable = True
             break
     status["phase"] = get_pod_group_phase(job, unschedulable)
@@ -70,31 +74,53 @@ def job_status(ssn: Any, job: Any) -> dict:
     return status
 
 
-_COND_IGNORED = ("lastTransitionTime", "transitionID")
+_COND_IGNORED = frozenset(("lastTransitionTime", "transitionID"))
+# the fields the comparison normalises (absent = 0 / ""), or compares apart (conditions)
+_COUNTS = ("running", "succeeded", "failed")
+_NORMALISED = frozenset(("conditions", "phase") + _COUNTS)
+
+
+def _same_fields(a: dict, b: dict, skip: frozenset) -> bool:
+    """``{k: v for k in a if k not in skip} == {the same of b}``, without building either."""
+    for k, v in a.items():
+        if k in skip:
+            continue
+        if k not in b:
+            return False
+        w = b[k]
+        if not (w is v or w == v):
+            return False
+    for k in b:
+        if k not in skip and k not in a:
+            return False
+    return True
 
 
 def _conditions_updated(new: list, old: list) -> bool:
+    """The lists differ but for each condition's ``lastTransitionTime`` and ``transitionID``."""
     if len(new) != len(old):
         return True
     for n, o in zip(new, old):
-        nn = {k: v for k, v in n.items() if k not in _COND_IGNORED}
-        oo = {k: v for k, v in o.items() if k not in _COND_IGNORED}
-        if nn != oo:
+        if n is not o and not _same_fields(n, o, _COND_IGNORED):
             return True
     return False
 
 
-def _norm(status: dict) -> dict:
-    out = {k: v for k, v in status.items() if k != "conditions"}
-    for k in ("running", "succeeded", "failed"):
-        out[k] = int(out.get(k) or 0)
-    out["phase"] = out.get("phase") or ""
-    return out
-
-
 def is_pod_group_status_updated(new: dict, old: dict) -> bool:
-    return _norm(new) != _norm(old) or _conditions_updated(list(new.get("conditions") or []),
-                                                          list(old.get("conditions") or []))
+    """Whether the status changed: its fields but the conditions compared as they are, but for
+    ``running`` / ``succeeded`` / ``failed`` (absent = 0) and ``phase`` (absent = ""); the
+    conditions without their transition fields (session.go isPodGroupStatusUpdated)."""
+    if (new.get("phase") or "") != (old.get("phase") or ""):
+        return True
+    for k in _COUNTS:
+        if int(new.get(k) or 0) != int(old.get(k) or 0):
+            return True
+    if not _same_fields(new, old, _NORMALISED):
+        return True
+    return _conditions_updated(new.get("conditions") or _NONE, old.get("conditions") or _NONE)
+
+
+_NONE: tuple = ()
 
 
 class JobUpdater:
