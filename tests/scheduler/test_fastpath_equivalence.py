@@ -807,3 +807,26 @@ def test_a_first_failure_everywhere_caches_errors_built_when_read() -> None:
     # the scalar helper reads and extends it as its own dict
     found, fe2 = ph_b.predicate_nodes(task, ssn.node_list, action.predicate, True)
     assert not found and fe2.error() == ph_a.predicate_nodes(task, ssn.node_list, action.predicate, True)[1].error()
+
+
+@pytest.mark.parametrize("seed,prof,kind,nominated", [CASES[0], CASES[2], CASES[9]],
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in (CASES[0], CASES[2], CASES[9])])
+def test_a_task_asking_more_than_any_node_has_is_answered_at_once_as_the_scan_would(
+        seed: int, prof: str, kind: str, nominated: bool) -> None:
+    """Gangs whose pods ask for more cpu, or more memory, than any node has left (with and
+    without a role): the fast path answers their scans without a pass over the nodes, and every
+    session ends as the scalar path's does (FitErrors node by node included)."""
+    w = workload(seed, nominated=nominated)
+    rng = random.Random(seed)
+    # the largest node has 32 cpu and 64Gi: these fit on none, yet stay within the queues' shares
+    for j, (cpu, mem) in enumerate([(33_000, GI), (100, 65 * GI), (33_000, 65 * GI)]):
+        name = f"huge-{j}"
+        w["podgroups"].append(_pg("ns0", name, w["queues"][0]["metadata"]["name"], 2, 0.5 + j))
+        spec = _pod_spec(rng, plain=True)
+        spec["containers"][0]["resources"]["requests"] = {"cpu": f"{cpu}m", "memory": str(mem)}
+        for k in range(2):
+            w["pods"].append(_pod("ns0", f"{name}-{k}", name, spec, 0.5 + j, role="worker" if j % 2 else ""))
+    fast, info = run(w, prof, kind, True)
+    scalar, _ = run(w, prof, kind, False)
+    assert sum(p.stats["fits_nowhere"] for p in info["paths"]) >= 3
+    assert fast == scalar, _first_difference(fast, scalar)

@@ -215,8 +215,9 @@ class AllocateFastPath:
         self.tasks: dict[Any, _TaskFacts] = {}
         # "error_cache": scans of a task with a role and the predicate error cache on;
         # "cache_passed": nodes such scans passed over because its (job, role) failed there before
+        # "fits_nowhere": scans answered at once, the task asking more than any node has
         self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0,
-                      "vector_fit_errors": 0, "error_cache": 0, "cache_passed": 0}
+                      "vector_fit_errors": 0, "error_cache": 0, "cache_passed": 0, "fits_nowhere": 0}
 
         # plugins
         pred = ssn.plugins.get("predicates") if _names(ssn, "enabled_predicate", ssn.predicate_fns) else None
@@ -287,6 +288,7 @@ class AllocateFastPath:
         self.bp_alloc: dict[str, np.ndarray] = {}
         self.regular = True   # every node has cpu and memory in the k8s allocatable
         self.dirty: set = set()
+        self._fi_max: np.ndarray | None = None   # per dimension, the most any node has (_fits_nowhere)
         for i in range(n):
             self._load_row(i)
         if not self.ok:
@@ -332,6 +334,7 @@ class AllocateFastPath:
     def _sync(self) -> None:
         d = self.dirty
         if d:
+            self._fi_max = None
             idx = self.index
             for name in list(d):
                 i = idx.get(name)
@@ -349,6 +352,7 @@ class AllocateFastPath:
             fi[i] = node.future_idle().get(name)
             idle[i] = node.idle.get(name)
         self.fi = np.vstack([self.fi, fi])
+        self._fi_max = None
         self.idle = np.vstack([self.idle, idle])
 
     def _add_bp_dim(self, name: str) -> None:
@@ -417,6 +421,16 @@ class AllocateFastPath:
         return f
 
     # -- predicate ------------------------------------------------------------------------------
+    def _fits_nowhere(self, f: _TaskFacts) -> bool:
+        """Whether the task asks in some dimension for more than any node's future idle has by
+        the scan's own test (``req - fi >= minResource``): then every node fails it, and a
+        pending gang that fits nowhere (scanned by every session) costs one comparison per
+        dimension instead of a pass over every node."""
+        mx = self._fi_max
+        if mx is None:
+            mx = self._fi_max = self.fi.max(axis=1) if self.n else np.zeros(self.fi.shape[0])
+        return bool(((f.req[:, 0] - mx[f.rows]) >= _EPS).any()) and self.n > 0
+
     def _windows(self, start: int):
         """Index ranges [a, b) in scan order (start .. n-1, then 0 .. start-1), in chunks: most
         scans stop after numFeasibleNodes fits, long before the end of the list."""
@@ -470,6 +484,11 @@ class AllocateFastPath:
             simple, gate = True, self.pods_ok & ~f.tol_block
         else:
             gate = self.plugin_ok if simple else self.pods_ok
+        if not (j0 >= 0 and ok0 and gate[j0]) and self._fits_nowhere(f):
+            # the scan below would pass no node: the one that could (its own reservation) did not
+            self.stats["scalar_rerun"] += 1
+            self.stats["fits_nowhere"] += 1
+            return _NONE
         # dims only grow: a task's rows stay a prefix, but later tasks may have added rows
         fi_all = self.fi if f.all_rows and len(f.rows) == self.fi.shape[0] else None
         req = f.req
