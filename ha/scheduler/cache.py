@@ -1040,7 +1040,7 @@ class SchedulerCache:
         the PodGroup write raises (and does nothing after it then); an event write's error is
         counted and logged. The job updater runs a session's calls through the cache's
         ``status_writer`` (serial by default; a live instance's runs them in parallel, as
-        Volcano's job updater does with 16 workers)."""
+        Volcano's job updater does with its workers)."""
         write_pg = (update_pg or update_pg_annotations) and self.status_updater is not None \
             and job.pod_group is not None
         if update_pg_annotations:

@@ -103,3 +103,25 @@ def test_is_empty_ignores_pods_and_resource_names():
 def test_less_equal_with_resources_name_lists_failures():
     ok, names = R(cpu=5000, memory=5, pods=1).less_equal_with_resources_name(R(cpu=2000, memory=1, pods=10))
     assert not ok and names == ["cpu", "memory"]
+
+
+def test_positive_part_is_the_diff_with_an_empty_resource_key_for_key():
+    """positive_part(r) gives what r.diff(Resource(), ZERO)[0] gives: the same values, the same
+    scalar keys (a dimension at -1, the infinity sentinel, kept as diff keeps it)."""
+    from hypothesis import given, settings, strategies as st
+    from ha.scheduler.api.resource import ZERO, positive_part
+    amount = st.sampled_from([0.0, -0.0, 1.0, 2.5, -3.0, -1.0, 1e18, 1000.0])
+    scalars = st.none() | st.dictionaries(st.sampled_from(["pods", "nvidia.com/gpu", "x"]), amount, max_size=3)
+
+    def fields(r):
+        return (r.milli_cpu, r.memory, r.scalar_resources, r.max_task_num)
+
+    @settings(max_examples=500, deadline=None, derandomize=True)
+    @given(amount, amount, scalars)
+    def check(m, b, sc):
+        r = Resource(m, b, dict(sc) if sc is not None else None)
+        want = r.diff(Resource(), ZERO)[0]
+        got = positive_part(r)
+        assert fields(got) == fields(want), (fields(r), fields(got), fields(want))
+        assert fields(r) == (m, b, sc, 0)          # the argument is left as it was
+    check()

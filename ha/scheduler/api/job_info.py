@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from .duration import parse_go_duration
 from .helpers import JDB_MAX_UNAVAILABLE, JDB_MIN_AVAILABLE, PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY
-from .resource import PODS, ZERO, Resource
+from .resource import PODS, ZERO, Resource, positive_part
 from .task_info import TaskInfo, _parse_bool
 from .types import (POD_REASON_SCHEDULABLE, POD_REASON_UNSCHEDULABLE, FitErrors, TaskStatus)
 
@@ -19,6 +19,8 @@ _S = TaskStatus
 PENDING, ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, SUCCEEDED = (
     _S.PENDING, _S.ALLOCATED, _S.PIPELINED, _S.BINDING, _S.BOUND, _S.RUNNING, _S.SUCCEEDED)
 _ALLOCATED = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
+_READY = _ALLOCATED | {SUCCEEDED}
+_VALID = _ALLOCATED | {SUCCEEDED, PIPELINED, PENDING}
 _EMPTY: dict = {}
 
 
@@ -251,6 +253,8 @@ class JobInfo:
     def get_elastic_resources(self) -> Resource:
         if self.allocated is None:
             return Resource()
+        if self.pod_group is None or not (self.pod_group.get("spec") or _EMPTY).get("minResources"):
+            return positive_part(self.allocated)     # the diff with the empty minimum, uncopied
         inc, _ = self.allocated.diff(self.get_min_resources(), ZERO)
         return inc
 
@@ -423,8 +427,14 @@ class JobInfo:
         idx = self.task_status_index.get(status)
         return len(idx) if idx else 0
 
+    # (every session asks each of 10,000 jobs these several times: one pass over the few statuses
+    # a job's tasks are in, instead of a look-up per status counted)
     def ready_task_num(self) -> int:
-        return self._n(BOUND) + self._n(BINDING) + self._n(RUNNING) + self._n(ALLOCATED) + self._n(SUCCEEDED)
+        n = 0
+        for s, ts in self.task_status_index.items():
+            if s in _READY:
+                n += len(ts)
+        return n
 
     def waiting_task_num(self) -> int:
         return self._n(PIPELINED)
@@ -434,11 +444,18 @@ class JobInfo:
         return sum(1 for t in idx.values() if t.best_effort) if idx else 0
 
     def allocated_task_num(self) -> int:
-        return sum(len(ts) for s, ts in self.task_status_index.items() if s in _ALLOCATED)
+        n = 0
+        for s, ts in self.task_status_index.items():
+            if s in _ALLOCATED:
+                n += len(ts)
+        return n
 
     def valid_task_num(self) -> int:
-        return sum(len(ts) for s, ts in self.task_status_index.items()
-                   if s in _ALLOCATED or s in (SUCCEEDED, PIPELINED, PENDING))
+        n = 0
+        for s, ts in self.task_status_index.items():
+            if s in _VALID:
+                n += len(ts)
+        return n
 
     def is_ready(self) -> bool:
         return self.ready_task_num() + self.pending_best_effort_task_num() >= self.min_available

@@ -30,13 +30,21 @@ class DrfAttr:
     dominant_resource: str = ""
 
 
-def calculate_share(allocated: Resource, total: Resource) -> tuple[str, float]:
+def calculate_share(allocated: Resource, total: Resource,
+                    dims: list[tuple[str, float]] | None = None) -> tuple[str, float]:
+    """(dominant resource, share) of ``allocated`` in ``total``; ``dims``: ``total_dims(total)``,
+    when the same total serves many jobs."""
     res, dominant = 0.0, ""
-    for rn in total.resource_names():
-        s = share(allocated.get(rn), total.get(rn))
+    for rn, tq in (dims if dims is not None else total_dims(total)):
+        s = share(allocated.get(rn), tq)
         if s > res:
             res, dominant = s, rn
     return dominant, res
+
+
+def total_dims(total: Resource) -> list[tuple[str, float]]:
+    """The total's dimensions, in ``resource_names`` order, with their amounts."""
+    return [(rn, total.get(rn)) for rn in total.resource_names()]
 
 
 @register(PLUGIN_NAME)
@@ -46,13 +54,14 @@ class DrfPlugin:
     def __init__(self, arguments: Mapping[str, Any] | None = None):
         self.arguments = dict(arguments or {})
         self.total_resource = Resource()
+        self._dims = total_dims(self.total_resource)   # the session's total, for every job's share
         self.job_attrs: dict[str, DrfAttr] = {}
 
     def name(self) -> str:
         return PLUGIN_NAME
 
     def _update_share(self, attr: DrfAttr) -> None:
-        attr.dominant_resource, attr.share = calculate_share(attr.allocated, self.total_resource)
+        attr.dominant_resource, attr.share = calculate_share(attr.allocated, self.total_resource, self._dims)
 
     def _attr(self, job_id: str) -> DrfAttr:
         # Jobs appear only at session open in Volcano; tolerate strays instead of crashing.
@@ -63,6 +72,7 @@ class DrfPlugin:
 
     def on_session_open(self, ssn: Any) -> None:
         self.total_resource = ssn.total_resource.clone()
+        self._dims = total_dims(self.total_resource)
         self.job_attrs = {}
         check = verifying()
         for job in ssn.jobs.values():
@@ -109,4 +119,5 @@ class DrfPlugin:
 
     def on_session_close(self, ssn: Any) -> None:
         self.total_resource = Resource()
+        self._dims = []
         self.job_attrs = {}
