@@ -204,6 +204,9 @@ class AllocateAction:
                     continue
                 # No enqueue action: Pending PodGroups become Inqueue (session only).
                 writable_status(job.pod_group)["phase"] = "Inqueue"
+            idx = job.task_status_index
+            if not (idx.get(TaskStatus.PENDING) or (pipelined_first and idx.get(TaskStatus.PIPELINED))):
+                continue    # its worksheet would be empty; what is asked before it has no effect
             vr = ssn.job_valid(job)
             if vr is not None and not vr.passed:
                 continue

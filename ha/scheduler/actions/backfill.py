@@ -69,6 +69,9 @@ class BackfillAction:
         for job in list(ssn.jobs.values()):
             if job.is_pending():
                 continue
+            idx = job.task_status_index
+            if not (idx.get(TaskStatus.PENDING) or idx.get(TaskStatus.PIPELINED)):
+                continue    # nothing to pick up; job_valid, a question, is not asked
             vr = ssn.job_valid(job)
             if vr is not None and not vr.passed:
                 continue

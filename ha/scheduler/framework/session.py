@@ -591,7 +591,9 @@ class Session:
         return False
 
     def job_valid(self, job: Any) -> ValidateResult | None:
-        """The first failing result of any plugin (no enable flag)."""
+        """The first failing result of any plugin (no enable flag). A question: no JobValidFn
+        changes anything (gang's counts tasks), so a pass with nothing to do for a job need not
+        ask it (init_cycle_state, allocate's and backfill's job lists)."""
         for fn in self._chains["job_valid_fns"]:
             vr = fn(job)
             if vr is None or vr is True:
@@ -933,6 +935,8 @@ class Session:
     def init_cycle_state(self) -> None:
         from ha.scheduler.api import TaskStatus
         for job in self.jobs.values():
+            if not job.task_status_index.get(TaskStatus.PENDING):
+                continue    # no task to give a state: job_valid, a question, is not asked
             vr = self.job_valid(job)
             if vr is not None and not _vr_passed(vr):
                 continue
