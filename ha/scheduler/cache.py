@@ -1083,8 +1083,12 @@ class SchedulerCache:
         out: list[tuple[TaskInfo, dict]] = []
         base = None    # job.fit_error() walks the job: only when a task needs it
         session_end_nomination = not self.switches.cache_pipeline
+        idx = job.task_status_index
         for st in (ALLOCATED, PENDING, PIPELINED):
-            for t in list((job.task_status_index.get(st) or _EMPTY).values()):
+            ts = idx.get(st)
+            if not ts:
+                continue
+            for t in list(ts.values()):
                 if t.sch_gated:
                     continue
                 reason, msg, nnn = job.task_scheduling_reason(t.uid)

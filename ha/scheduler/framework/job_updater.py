@@ -134,6 +134,7 @@ class JobUpdater:
     def __init__(self, ssn: Any):
         self.ssn = ssn
         self.job_queue = list(ssn.jobs.values())
+        self._plan = getattr(ssn.cache, "job_status_write", None)
 
     def update_all(self) -> None:
         calls = []
@@ -156,15 +157,16 @@ class JobUpdater:
             return None
         new_status = job_status(ssn, job)
         job.pod_group["status"] = new_status
-        old = ssn.pod_group_old_state.status.get(job.uid)
+        old_state = ssn.pod_group_old_state
+        old = old_state.status.get(job.uid)
         update_pg = old is None or is_pod_group_status_updated(new_status, old)
         # isJobAllocatedHyperNodeChanged / DirtyJobs (job_updater.go:106-125)
         key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
-        old_hn = (ssn.pod_group_old_state.annotations.get(job.uid) or {}).get(key, "")
-        update_ann = old_hn != ((job.pod_group.get("metadata") or {}).get("annotations") or {}).get(key, "")
+        old_hn = (old_state.annotations.get(job.uid) or _EMPTY).get(key, "")
+        update_ann = old_hn != ((job.pod_group.get("metadata") or _EMPTY).get("annotations") or _EMPTY).get(key, "")
         update_info = job.uid in ssn.dirty_jobs
         args = (job, update_pg, update_ann, update_info) if update_ann or update_info else (job, update_pg)
-        plan = getattr(ssn.cache, "job_status_write", None)
+        plan = self._plan
         try:
             if plan is None:      # a cache without the two steps writes at once
                 ssn.cache.update_job_status(*args)

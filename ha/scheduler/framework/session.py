@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
+from ha.scheduler.api.job_info import writable_status as _writable_status
 from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
 from ha.scheduler.framework.events import Event, EventHandler, NodeScore, ValidateResult
 from ha.scheduler.framework.fit import FitError, as_fit_error
@@ -1017,8 +1018,7 @@ def _writable_pg_status(job: Any) -> dict:
     """The session job's PodGroup status to write into (its own copy: job_info.writable_status)."""
     pg = job.pod_group
     if isinstance(pg, dict):
-        from ha.scheduler.api.job_info import writable_status
-        return writable_status(pg)
+        return _writable_status(pg)
     return _pg_status(job)
 
 

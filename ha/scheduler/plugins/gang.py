@@ -112,6 +112,7 @@ class GangPlugin(Plugin):
 
     def on_session_close(self, ssn: Any) -> None:
         now = ssn.clock.now()
+        sid = str(ssn.uid)
         for job in ssn.jobs.values():
             if not job.tasks:
                 continue
@@ -119,10 +120,10 @@ class GangPlugin(Plugin):
                 unready = job.min_available - schedulable_task_num(job)
                 msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job.fit_error()}"
                 cond = {"type": POD_GROUP_UNSCHEDULABLE, "status": "True", "lastTransitionTime": now,
-                        "transitionID": str(ssn.uid), "reason": NOT_ENOUGH_RESOURCES_REASON,
+                        "transitionID": sid, "reason": NOT_ENOUGH_RESOURCES_REASON,
                         "message": msg}
             else:
                 cond = {"type": POD_GROUP_SCHEDULED, "status": "True", "lastTransitionTime": now,
-                        "transitionID": str(ssn.uid), "reason": "tasks in gang are ready to be scheduled",
+                        "transitionID": sid, "reason": "tasks in gang are ready to be scheduled",
                         "message": ""}
             ssn.update_pod_group_condition(job, cond)
