@@ -22,8 +22,8 @@ An environment has:
   ``wait_idle_blocking(timeout)``, ``async stop(timeout) -> bool``; an asyncio task stepping in a
   fixed order under the virtual clock in a simulation;
 * ``status_writer(name)``: what runs a session's write-back calls (``run(calls)``, ``close()``):
-  a few threads in live (Volcano's job updater runs 16 workers); None in a simulation (in order,
-  in the session);
+  16 threads in live (as Volcano's job updater's workers); None in a simulation (in order, in
+  the session);
 * ``api_clients(server, url, prefix) -> (async client, sync client)``: the API clients under the
   run's :class:`cluster_state.apiserver.ApiServerConfig` (Redis in live; the in-memory store in a
   simulation);
@@ -165,12 +165,13 @@ class _ThreadStatusWriter:
     """Runs a session's write-back calls (the job updater's: ha/scheduler/framework/job_updater.py)
     on ``workers`` threads and returns when all are done; the calls do their own error handling.
     The API waits overlap: a session whose jobs write a thousand pod conditions no longer waits
-    for a thousand round trips in a row. Volcano's job updater runs 16 goroutines; here a write
-    is mostly the interpreter's work (validate, encode, decode), so threads past a few only
-    contend for it: 1,000 status writes to a local Redis took 190-280 ms in a row, 170-180 ms
-    on 4 threads and 270-280 ms on 16 (with half again the CPU)."""
+    for a thousand round trips in a row. 16 workers, as Volcano's job updater runs: with Redis
+    and three instances sharing two cores, the session that wrote 1,100 statuses closed in
+    540 ms on 16 threads and in 880 ms on 4 (single runs of ``bench scale``); on an idle machine
+    4 threads are the quicker (1,000 writes: 190-280 ms in a row, 170-180 ms on 4, 270-280 ms
+    on 16), a write there being mostly the interpreter's work rather than a wait."""
 
-    def __init__(self, name: str, workers: int = 4):
+    def __init__(self, name: str, workers: int = 16):
         self.workers = workers
         self._ex: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
 
