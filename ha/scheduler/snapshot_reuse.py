@@ -1,27 +1,32 @@
-"""Snapshot reuse: the clone of a node that nothing changed since the last snapshot is handed to
-the next session instead of cloning the node again (at 5,000 nodes and 100,000 pods, cloning every
-node is a third of a session's snapshot, and between two sessions few nodes change).
+"""Snapshot reuse: the clone of a node or a job that nothing changed since the last snapshot is
+handed to the next session instead of cloning it again (at 5,000 nodes and 100,000 pods in 10,000
+jobs, cloning every node and job was nearly all of a session's snapshot, and between two sessions
+few of either change).
 
 The contract:
 
 * A clone is reused only when (1) the session that had it gave its snapshot back
   (``SchedulerCache.give_back``, called by ``Session.release``): a session still held shares
-  nothing with the next one; (2) the cache's ``NodeInfo`` is the same object and reported no
-  change since that snapshot; (3) that session reported no change of the clone. A node reports a
-  change through its ``_changes`` set, which every ``NodeInfo`` mutator adds its name to; nothing
-  else writes a node's fields (its pod and Node dicts are shared with the cache, as in Volcano, so a
-  fresh clone would hold the same objects).
-* A reused clone is what ``NodeInfo.clone()`` would give now, field for field, dict orders and
-  float sums included. ``HA_VERIFY_SNAPSHOT_REUSE=1`` (the test suite sets it) clones afresh beside
-  every reuse and raises :class:`SnapshotReuseMismatch` naming the node and the field that differ.
-* ``HA_SNAPSHOT_REUSE=0`` turns reuse off: every snapshot clones every node (the baseline of
-  ``ha-testbed bench scale --param where=model``).
+  nothing with the next one; (2) the cache's ``NodeInfo`` / ``JobInfo`` is the same object and
+  reported no change since that snapshot; (3) that session reported no change of the clone. An
+  object reports a change through its ``_changes`` set, which every mutator adds its name (a
+  node's) or uid (a job's) to. Nothing else writes a node's fields (its pod and Node dicts are
+  shared with the cache, as in Volcano, so a fresh clone would hold the same objects). A job's
+  reports cover its *tasks part* -- the tasks, the status index, the sums, a task's fields (the
+  few writes past the mutators call ``JobInfo.report_change``); its *header* -- the PodGroup the
+  job updater writes a status into, fit errors, hyper-node and enqueue fields, the priority --
+  every session changes without reporting, and a reused job clone gets it copied from the
+  cache's job again (``JobInfo.copy_header``, as ``clone`` does).
+* A reused clone is what ``clone()`` would give now, field for field, dict orders and float sums
+  included. ``HA_VERIFY_SNAPSHOT_REUSE=1`` (the test suite sets it) clones afresh beside every
+  reuse and raises :class:`SnapshotReuseMismatch` naming the node or job and the field that
+  differ.
+* ``HA_SNAPSHOT_REUSE=0`` turns reuse off: every snapshot clones every node and job (the
+  baseline of ``ha-testbed bench scale --param where=model``).
 
-Jobs are cloned afresh every time: a session writes every job's PodGroup status back into its
-clone (the job updater), so a job clone is never untouched. A job clone takes the job's running
-sums (allocated, total request) instead of adding its tasks up again when that is exact (whole,
-non-negative amounts below 2**53, no scalar resource: ``JobInfo.clone``); the verifier checks those
-too.
+A job clone takes the job's running sums (allocated, total request) instead of adding its tasks
+up again when that is exact (whole, non-negative amounts below 2**53, no scalar resource:
+``JobInfo.clone``); the verifier checks those too.
 """
 from __future__ import annotations
 

@@ -29,6 +29,12 @@ def _session_nodes(cache, c=ALLOC):
     return res, seen
 
 
+def _session_jobs(cache, c=ALLOC):
+    seen = {}
+    res = run_session(cache, c, seed=1, session_hook=lambda ssn: seen.update(ssn.jobs))
+    return res, seen
+
+
 def test_the_next_session_gets_the_clones_of_unchanged_nodes_and_fresh_ones_of_the_rest():
     cache, io = _cache()
     res, first = _session_nodes(cache)
@@ -73,28 +79,45 @@ def test_a_node_that_goes_away_and_comes_back_is_cloned_afresh():
 def test_switched_off_every_snapshot_clones_everything(monkeypatch):
     monkeypatch.setenv("HA_SNAPSHOT_REUSE", "0")
     cache, _ = _cache()
-    _, first = _session_nodes(cache)
-    _, second = _session_nodes(cache)
-    assert not any(second[n] is first[n] for n in first)
-    assert cache.node_clones.stats == {"reused": 0, "cloned": 0}   # (the plain path counts nothing)
+    seen: list[tuple[dict, dict]] = []
+    for _ in range(2):
+        run_session(cache, ALLOC, seed=1, session_hook=lambda ssn: seen.append((dict(ssn.nodes), dict(ssn.jobs))))
+    (nodes1, jobs1), (nodes2, jobs2) = seen
+    assert not any(nodes2[n] is nodes1[n] for n in nodes1)
+    assert not any(jobs2[j] is jobs1[j] for j in jobs1)
+    # (the plain path counts nothing)
+    assert cache.node_clones.stats == cache.job_clones.stats == {"reused": 0, "cloned": 0}
 
 
-def test_the_verifier_finds_a_change_of_a_kept_clone_that_went_unreported(monkeypatch):
-    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
-    cache, _ = _cache()
-    _, first = _session_nodes(cache)
-    first["n2"].idle.milli_cpu += 1            # written past NodeInfo's mutators
-    with pytest.raises(SnapshotReuseMismatch, match=r"node 'n2'.*node\.idle"):
-        cache.snapshot(lend=True)
+def _kept_node_idle(cache, first):
+    first["n2"].idle.milli_cpu += 1                              # written past NodeInfo's mutators
 
 
-def test_the_verifier_finds_a_change_of_a_cache_node_that_went_unreported(monkeypatch):
-    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
-    cache, _ = _cache()
-    _session_nodes(cache)
+def _cache_node_pod(cache, first):
     stored = next(iter(cache.nodes["n2"].tasks.values()))
-    stored.pod = dict(stored.pod)              # a new Pod object, the node not told
-    with pytest.raises(SnapshotReuseMismatch, match=r"node 'n2'.*tasks"):
+    stored.pod = dict(stored.pod)                                # a new Pod object, the node not told
+
+
+def _kept_job_task(cache, first):
+    next(iter(first["ns/pgr"].tasks.values())).nominated_node_name = "n9"   # past the mutators
+
+
+def _cache_job_task(cache, first):
+    next(iter(cache.jobs["ns/pgr"].tasks.values())).priority += 1            # the job not told
+
+
+@pytest.mark.parametrize("seen,scribble,match", [
+    ("nodes", _kept_node_idle, r"node 'n2'.*node\.idle"),
+    ("nodes", _cache_node_pod, r"node 'n2'.*tasks"),
+    ("jobs", _kept_job_task, r"job 'ns/pgr'.*job\.task_status_index"),
+    ("jobs", _cache_job_task, r"job 'ns/pgr'.*job\.task_status_index"),
+], ids=["kept-node-clone", "cache-node", "kept-job-clone", "cache-job"])
+def test_the_verifier_finds_a_change_that_went_unreported(monkeypatch, seen, scribble, match):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = _cache()
+    _, first = (_session_nodes if seen == "nodes" else _session_jobs)(cache)
+    scribble(cache, first)
+    with pytest.raises(SnapshotReuseMismatch, match=match):
         cache.snapshot(lend=True)
 
 
@@ -199,12 +222,6 @@ def test_a_job_clone_of_tasks_with_an_extended_resource_adds_them_up():
 
 # ---- job clones kept between sessions ------------------------------------------------------------
 
-def _session_jobs(cache, c=ALLOC):
-    seen = {}
-    res = run_session(cache, c, seed=1, session_hook=lambda ssn: seen.update(ssn.jobs))
-    return res, seen
-
-
 def test_the_next_session_gets_the_clones_of_unchanged_jobs_and_fresh_ones_of_the_rest():
     cache, _ = _cache()
     cache.add_pod_group(podgroup("pgq", 1))
@@ -269,34 +286,6 @@ def test_a_job_that_goes_away_and_comes_back_is_cloned_afresh():
     assert second["ns/pgr"] is not first["ns/pgr"]
     _, third = _session_jobs(cache)
     assert third["ns/pgr"] is second["ns/pgr"]
-
-
-def test_the_verifier_finds_a_change_of_a_kept_job_clone_that_went_unreported(monkeypatch):
-    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
-    cache, _ = _cache()
-    _, first = _session_jobs(cache)
-    next(iter(first["ns/pgr"].tasks.values())).nominated_node_name = "n9"   # past the mutators
-    with pytest.raises(SnapshotReuseMismatch, match=r"job 'ns/pgr'.*job\.task_status_index"):
-        cache.snapshot(lend=True)
-
-
-def test_the_verifier_finds_a_change_of_a_cache_job_that_went_unreported(monkeypatch):
-    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
-    cache, _ = _cache()
-    _session_jobs(cache)
-    stored = next(iter(cache.jobs["ns/pgr"].tasks.values()))
-    stored.priority += 1                             # the job not told
-    with pytest.raises(SnapshotReuseMismatch, match=r"job 'ns/pgr'.*job\.task_status_index"):
-        cache.snapshot(lend=True)
-
-
-def test_job_clones_switched_off_clone_every_job(monkeypatch):
-    monkeypatch.setenv("HA_SNAPSHOT_REUSE", "0")
-    cache, _ = _cache()
-    _, first = _session_jobs(cache)
-    _, second = _session_jobs(cache)
-    assert not any(second[j] is first[j] for j in first)
-    assert cache.job_clones.stats == {"reused": 0, "cloned": 0}
 
 
 def test_an_older_job_snapshot_given_back_late_is_ignored():
