@@ -170,7 +170,8 @@ class JobInfo:
             self.add_task_info(t)
 
     def report_change(self) -> None:
-        """A task of this job changed outside the mutators below (a field written in place)."""
+        """A change of this job's tasks part: the mutators below, and a task field written in place
+        (the cache's and the session's few such writes call it themselves)."""
         if self._changes is not None:
             self._changes.add(self.uid)
 
@@ -261,8 +262,7 @@ class JobInfo:
     # ---- tasks --------------------------------------------------------------------------------
     def add_task_info(self, ti: TaskInfo) -> None:
         self.sums_plain = False
-        if self._changes is not None:
-            self._changes.add(self.uid)
+        self.report_change()
         self.tasks[ti.uid] = ti
         idx = self.task_status_index.get(ti.status)
         if idx is None:
@@ -281,8 +281,7 @@ class JobInfo:
 
     def delete_task_info(self, ti: TaskInfo) -> None:
         self.sums_plain = False
-        if self._changes is not None:
-            self._changes.add(self.uid)
+        self.report_change()
         task = self.tasks.get(ti.uid)
         if task is None:
             log.debug("failed to find task <%s/%s> in job <%s/%s>", ti.namespace, ti.name,
@@ -306,8 +305,7 @@ class JobInfo:
         the same resource arithmetic (sub then add, so float sums match exactly). ``stored`` may
         be ``ti`` itself (kept in place by the cache)."""
         self.sums_plain = False
-        if self._changes is not None:
-            self._changes.add(self.uid)
+        self.report_change()
         uid, st = ti.uid, ti.status
         tasks = self.tasks
         index = self.task_status_index

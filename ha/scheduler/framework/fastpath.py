@@ -426,10 +426,12 @@ class AllocateFastPath:
         the scan's own test (``req - fi >= minResource``): then every node fails it, and a
         pending gang that fits nowhere (scanned by every session) costs one comparison per
         dimension instead of a pass over every node."""
+        if not self.n:
+            return False
         mx = self._fi_max
         if mx is None:
-            mx = self._fi_max = self.fi.max(axis=1) if self.n else np.zeros(self.fi.shape[0])
-        return bool(((f.req[:, 0] - mx[f.rows]) >= _EPS).any()) and self.n > 0
+            mx = self._fi_max = self.fi.max(axis=1)
+        return bool(((f.req[:, 0] - mx[f.rows]) >= _EPS).any())
 
     def _windows(self, start: int):
         """Index ranges [a, b) in scan order (start .. n-1, then 0 .. start-1), in chunks: most

@@ -134,7 +134,6 @@ class JobUpdater:
     def __init__(self, ssn: Any):
         self.ssn = ssn
         self.job_queue = list(ssn.jobs.values())
-        self._plan = getattr(ssn.cache, "job_status_write", None)
 
     def update_all(self) -> None:
         calls = []
@@ -142,7 +141,7 @@ class JobUpdater:
             call = self.update_job(job)
             if call is not None:
                 calls.append(call)
-        writer = getattr(self.ssn.cache, "status_writer", None)
+        writer = self.ssn.cache.status_writer
         if writer is None:
             for call in calls:
                 call()
@@ -166,12 +165,8 @@ class JobUpdater:
         update_ann = old_hn != ((job.pod_group.get("metadata") or _EMPTY).get("annotations") or _EMPTY).get(key, "")
         update_info = job.uid in ssn.dirty_jobs
         args = (job, update_pg, update_ann, update_info) if update_ann or update_info else (job, update_pg)
-        plan = self._plan
         try:
-            if plan is None:      # a cache without the two steps writes at once
-                ssn.cache.update_job_status(*args)
-                return None
-            write = plan(*args)
+            write = ssn.cache.job_status_write(*args)
         except Exception as e:  # noqa: BLE001 - Volcano logs a failed update and goes on
             ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
             return None
