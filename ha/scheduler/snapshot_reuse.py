@@ -27,6 +27,12 @@ The contract:
 A job clone takes the job's running sums (allocated, total request) instead of adding its tasks
 up again when that is exact (whole, non-negative amounts below 2**53, no scalar resource:
 ``JobInfo.clone``); the verifier checks those too.
+
+What a session derives from an unchanged clone is kept with it for the next session, each keyed on
+what it was derived from and checked by the same verifier switch: a job's close verdict
+(framework/settled_close.py), its queue account (plugins/queue_attrs.py ``QueueAccount``), and the
+allocate fast path's row of a node (framework/fastpath.py ``_load_rows``, kept on the cache by node
+clone and k8s view).
 """
 from __future__ import annotations
 
@@ -39,7 +45,9 @@ from ha.scheduler.api.node_info import NodeInfo
 __all__ = ["JobClones", "NodeClones", "SnapshotReuseMismatch", "check_same", "node_state", "verifying"]
 
 # slots that say who watches a node, not what it is
-_WATCHERS = frozenset({"_sink", "_changes", "derived", "__weakref__"})
+# and what a job clone keeps for the next session, derived from its state, each checked apart:
+# its close verdict (framework/settled_close.py), its queue account (plugins/queue_attrs.py)
+_WATCHERS = frozenset({"_sink", "_changes", "derived", "__weakref__", "settled_close", "queue_account"})
 # shared with the cache by reference, in a fresh clone as in a reused one: compared by identity
 _SHARED = frozenset({"pod", "node"})
 
@@ -181,6 +189,11 @@ class JobClones(_Clones):
     tasks part (the tasks, the status index, the sums, a task's fields)."""
 
     kind, key = "job", "uid"
+
+    def __init__(self) -> None:
+        super().__init__()
+        # jobs whose close verdict was kept (framework/settled_close.py)
+        self.stats["settled_close"] = 0
 
     def _reuse(self, obj: JobInfo, c: JobInfo) -> None:
         obj.copy_header(c)

@@ -86,7 +86,8 @@ def test_switched_off_every_snapshot_clones_everything(monkeypatch):
     assert not any(nodes2[n] is nodes1[n] for n in nodes1)
     assert not any(jobs2[j] is jobs1[j] for j in jobs1)
     # (the plain path counts nothing)
-    assert cache.node_clones.stats == cache.job_clones.stats == {"reused": 0, "cloned": 0}
+    assert cache.node_clones.stats == {"reused": 0, "cloned": 0}
+    assert cache.job_clones.stats == {"reused": 0, "cloned": 0, "settled_close": 0}
 
 
 def _kept_node_idle(cache, first):
@@ -229,14 +230,16 @@ def test_the_next_session_gets_the_clones_of_unchanged_jobs_and_fresh_ones_of_th
     res, first = _session_jobs(cache)
     assert res.binds == {"ns/p1": "n1"}              # the session changed pgp's clone
     st = cache.job_clones.stats
-    assert st == {"reused": 0, "cloned": 3}
+    assert st == {"reused": 0, "cloned": 3, "settled_close": 0}
     cache.add_pod(pod("r2", "pgr", 100, node_name="n3", phase="Running"))   # the cache changes pgr
     _, second = _session_jobs(cache)
     assert second["ns/pgq"] is first["ns/pgq"]
     assert second["ns/pgp"] is not first["ns/pgp"]   # changed by the session (and the bind)
     assert second["ns/pgr"] is not first["ns/pgr"]   # changed by the cache
     assert "r2" in {t.name for t in second["ns/pgr"].tasks.values()}
-    assert st == {"reused": 1, "cloned": 5}
+    # (pgq's status, Inqueue at open and Running at close, is written every session here: no
+    # informer delivers the write, so no close verdict is kept: test_settled_close.py)
+    assert st == {"reused": 1, "cloned": 5, "settled_close": 0}
     _, third = _session_jobs(cache)                  # nothing changed since the second
     assert all(third[j] is second[j] for j in second)
 

@@ -130,7 +130,8 @@ class JobInfo:
         "job_fit_errors", "nodes_fit_errors", "task_status_index", "tasks", "task_min_available",
         "task_min_available_total", "allocated", "total_request", "creation_timestamp", "pod_group",
         "schedule_start_timestamp", "preemptable", "revocable_zone", "budget", "allocated_hyper_node",
-        "sub_job_allocated_hyper_node", "sums_plain", "_changes", "__weakref__",
+        "sub_job_allocated_hyper_node", "sums_plain", "_changes", "settled_close", "queue_account",
+        "__weakref__",
     )
 
     def __init__(self, uid: str, *tasks: TaskInfo):
@@ -166,6 +167,12 @@ class JobInfo:
         # change of its tasks part to the cache's set of jobs changed since the last snapshot, a
         # session's clone to the set of clones that session changed; None costs one test
         self._changes: set[str] | None = None
+        # the last session's close verdict on this clone, kept while it holds
+        # (framework/settled_close.py); a fresh clone has none
+        self.settled_close = None
+        # its account of its queue's attributes at the last session's open, kept while it holds
+        # (plugins/queue_attrs.py QueueAccount)
+        self.queue_account = None
         for t in tasks:
             self.add_task_info(t)
 
@@ -366,6 +373,8 @@ class JobInfo:
         info = JobInfo.__new__(JobInfo)
         self.copy_header(info)
         info._changes = None
+        info.settled_close = None
+        info.queue_account = None
         info.task_status_index = {}
         info.tasks = {}
         # add_task_info for each task clone, in order, with the two sums left for below

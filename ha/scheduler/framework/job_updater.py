@@ -15,6 +15,9 @@ from typing import Any, Callable
 from ha.scheduler.api import TaskStatus
 from ha.scheduler.api.helpers import COMPLETED_STATUSES as _COMPLETED, SCHEDULED_STATUSES as _SCHEDULED
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION
+from ha.scheduler.framework.settled_close import (SettledCloseMismatch, conditions_differ, same_fields,
+                                                  settle, unschedulable_now)
+from ha.scheduler.snapshot_reuse import verifying
 
 __all__ = ["JobUpdater", "job_status", "get_pod_group_phase", "is_pod_group_status_updated"]
 
@@ -23,9 +26,6 @@ PG_INQUEUE = "Inqueue"
 PG_RUNNING = "Running"
 PG_UNKNOWN = "Unknown"
 PG_COMPLETED = "Completed"
-UNSCHEDULABLE_TYPE = "Unschedulable"
-
-
 _EMPTY: dict = {}
 
 
@@ -59,13 +59,7 @@ def get_pod_group_phase(job: Any, unschedulable: bool) -> str:
 def job_status(ssn: Any, job: Any) -> dict:
     """The PodGroup status the session ends with (a new dict; conditions are kept)."""
     status = dict(_status_of(job))
-    unschedulable = False
-    uid = ssn.uid
-    for c in status.get("conditions") or ():
-        if (c.get("type") == UNSCHEDULABLE_TYPE and c.get("status") == "True"
-                and c.get("transitionID") == uid):
-            unschedulable = True
-            break
+    unschedulable = unschedulable_now(status.get("conditions") or _NONE, ssn.uid)
     status["phase"] = get_pod_group_phase(job, unschedulable)
     idx = job.task_status_index
     status["running"] = len(idx.get(TaskStatus.RUNNING) or ())
@@ -74,36 +68,9 @@ def job_status(ssn: Any, job: Any) -> dict:
     return status
 
 
-_COND_IGNORED = frozenset(("lastTransitionTime", "transitionID"))
 # the fields the comparison normalises (absent = 0 / ""), or compares apart (conditions)
 _COUNTS = ("running", "succeeded", "failed")
 _NORMALISED = frozenset(("conditions", "phase") + _COUNTS)
-
-
-def _same_fields(a: dict, b: dict, skip: frozenset) -> bool:
-    """``{k: v for k in a if k not in skip} == {the same of b}``, without building either."""
-    for k, v in a.items():
-        if k in skip:
-            continue
-        if k not in b:
-            return False
-        w = b[k]
-        if not (w is v or w == v):
-            return False
-    for k in b:
-        if k not in skip and k not in a:
-            return False
-    return True
-
-
-def _conditions_updated(new: list, old: list) -> bool:
-    """The lists differ but for each condition's ``lastTransitionTime`` and ``transitionID``."""
-    if len(new) != len(old):
-        return True
-    for n, o in zip(new, old):
-        if n is not o and not _same_fields(n, o, _COND_IGNORED):
-            return True
-    return False
 
 
 def is_pod_group_status_updated(new: dict, old: dict) -> bool:
@@ -115,9 +82,9 @@ def is_pod_group_status_updated(new: dict, old: dict) -> bool:
     for k in _COUNTS:
         if int(new.get(k) or 0) != int(old.get(k) or 0):
             return True
-    if not _same_fields(new, old, _NORMALISED):
+    if not same_fields(new, old, _NORMALISED):
         return True
-    return _conditions_updated(new.get("conditions") or _NONE, old.get("conditions") or _NONE)
+    return conditions_differ(new.get("conditions") or _NONE, old.get("conditions") or _NONE)
 
 
 _NONE: tuple = ()
@@ -134,6 +101,8 @@ class JobUpdater:
     def __init__(self, ssn: Any):
         self.ssn = ssn
         self.job_queue = list(ssn.jobs.values())
+        self.verify = verifying()
+        self.settled = 0        # jobs whose last verdict held (settled_close.py)
 
     def update_all(self) -> None:
         calls = []
@@ -141,6 +110,9 @@ class JobUpdater:
             call = self.update_job(job)
             if call is not None:
                 calls.append(call)
+        pool = getattr(self.ssn.cache, "job_clones", None)
+        if pool is not None:
+            pool.stats["settled_close"] += self.settled
         writer = self.ssn.cache.status_writer
         if writer is None:
             for call in calls:
@@ -150,19 +122,29 @@ class JobUpdater:
 
     def update_job(self, job: Any) -> Callable[[], None] | None:
         """The job's new status into its PodGroup; returns the call that writes what changed
-        (None: nothing to write)."""
+        (None: nothing to write). A reused job clone whose last verdict was "nothing" and whose
+        close is what it was then is not worked out again (settled_close.py)."""
         ssn = self.ssn
-        if job.pod_group is None:
+        pg = job.pod_group
+        if pg is None:
             return None
-        new_status = job_status(ssn, job)
-        job.pod_group["status"] = new_status
         old_state = ssn.pod_group_old_state
         old = old_state.status.get(job.uid)
+        status = _status_of(job)        # as the plugins left it
+        verdict = job.settled_close
+        if verdict is not None:
+            job.settled_close = None
+            if verdict.holds(ssn, job, old, status):
+                if self.verify:
+                    self._verify_settled(job, old, status)
+                job.settled_close = verdict
+                self.settled += 1
+                return None
+        new_status = job_status(ssn, job)
+        pg["status"] = new_status
         update_pg = old is None or is_pod_group_status_updated(new_status, old)
         # isJobAllocatedHyperNodeChanged / DirtyJobs (job_updater.go:106-125)
-        key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
-        old_hn = (old_state.annotations.get(job.uid) or _EMPTY).get(key, "")
-        update_ann = old_hn != ((job.pod_group.get("metadata") or _EMPTY).get("annotations") or _EMPTY).get(key, "")
+        update_ann = self._annotation_changed(job)
         update_info = job.uid in ssn.dirty_jobs
         args = (job, update_pg, update_ann, update_info) if update_ann or update_info else (job, update_pg)
         try:
@@ -171,6 +153,8 @@ class JobUpdater:
             ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
             return None
         if write is None:
+            if not (update_pg or update_ann or update_info):
+                job.settled_close = settle(ssn, job, old, status)
             return None
 
         def call() -> None:
@@ -179,3 +163,28 @@ class JobUpdater:
             except Exception as e:  # noqa: BLE001
                 ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
         return call
+
+    def _annotation_changed(self, job: Any) -> bool:
+        key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
+        old_hn = (self.ssn.pod_group_old_state.annotations.get(job.uid) or _EMPTY).get(key, "")
+        return old_hn != ((job.pod_group.get("metadata") or _EMPTY).get("annotations") or _EMPTY).get(key, "")
+
+    def _verify_settled(self, job: Any, old: Any, status: dict) -> None:
+        """Work the kept verdict out again, writing nothing: raise if it is not "nothing"."""
+        ssn = self.ssn
+        pg = job.pod_group
+        new_status = job_status(ssn, job)
+        what = []
+        if old is None or is_pod_group_status_updated(new_status, old):
+            what.append(f"the PodGroup status ({old!r} -> {new_status!r})")
+        if self._annotation_changed(job):
+            what.append("the allocated hyper-node annotation")
+        if job.uid in ssn.dirty_jobs:
+            what.append("the job's hyper-node fields (a dirty job)")
+        events = ssn.cache._job_status_events(job) if hasattr(ssn.cache, "_job_status_events") else []
+        if events:
+            what.append(f"{len(events)} scheduling event(s)")
+        pg["status"] = status
+        if what:
+            raise SettledCloseMismatch(f"job {job.uid}: kept as settled at close, but the job updater "
+                                       f"would write {', '.join(what)}")

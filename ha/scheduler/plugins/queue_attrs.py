@@ -141,43 +141,107 @@ def total_guarantee_of(queues: Any) -> Resource:
     return total
 
 
-def account_job(attr: QueueAttr, job: Any, check: bool = False, sums: bool = True) -> bool:
-    """Add a job's allocated / requested / inqueue / elastic resources to its queue's attributes.
+# what a job adds to its queue's attributes, in order: (target, amount); targets index
+# (allocated, request, inqueue, elastic)
+_ALLOCATED, _REQUEST, _INQUEUE, _ELASTIC = range(4)
+_TARGETS = ("allocated", "request", "inqueue", "elastic")
 
-    A job whose clone took its running sums (``sums_plain``: whole requests, the pod count their
-    only scalar) adds its allocated sum at once instead of task by task (``sums=False``: task by
-    task anyway); ``check`` compares that sum with its tasks added up. Returns whether every
-    amount added was a whole number: whole amounts add up exactly in any grouping while the
-    totals stay below 2**53, which the caller checks."""
+
+class QueueAccount:
+    """A job clone's account kept for the next session (the job's ``queue_account``): what it
+    added to its queue's attributes, worked out from its tasks part and its PodGroup's status and
+    spec at open. A reused clone (snapshot_reuse.py) has the same tasks part as when this was
+    kept; with the same status and spec objects (the cache replaces a PodGroup, never writes into
+    one) it adds the same amounts, replayed in the same order so the sums are the same floats."""
+
+    __slots__ = ("status", "spec", "whole", "adds")
+
+    def __init__(self, status: Any, spec: Any, whole: bool, adds: list[tuple[int, Resource]]) -> None:
+        self.status = status
+        self.spec = spec
+        self.whole = whole
+        self.adds = [(k, r.clone()) for k, r in adds]    # (some are the job's own sums)
+
+    def holds(self, job: Any) -> bool:
+        pg = job.pod_group
+        changes = job._changes
+        return (pg is not None and pg.get("status") is self.status and pg.get("spec") is self.spec
+                and changes is not None and job.uid not in changes)
+
+
+def job_account(job: Any, check: bool = False, sums: bool = True) -> tuple[bool, list[tuple[int, Resource]]]:
+    """What a job adds to its queue's attributes: (whether every amount is a whole number, the
+    adds in order). A job whose clone took its running sums (``sums_plain``: whole requests, the
+    pod count their only scalar) adds its allocated sum at once instead of task by task
+    (``sums=False``: task by task anyway); ``check`` compares that sum with its tasks added up."""
     whole = True
+    adds: list[tuple[int, Resource]] = []
     if sums and getattr(job, "sums_plain", False):
         alloc = job.allocated_sum(check)
-        attr.allocated.add(alloc)
-        attr.request.add(alloc)
+        adds.append((_ALLOCATED, alloc))
+        adds.append((_REQUEST, alloc))
         pending = job.task_status_index.get(TaskStatus.PENDING)
         if pending:
             for t in pending.values():   # whole: the clone found every request of the job so
-                attr.request.add(t.resreq)
+                adds.append((_REQUEST, t.resreq))
     else:
         for status, tasks in job.task_status_index.items():
             if allocated_status(status):
                 for t in tasks.values():
-                    attr.allocated.add(t.resreq)
-                    attr.request.add(t.resreq)
+                    adds.append((_ALLOCATED, t.resreq))
+                    adds.append((_REQUEST, t.resreq))
                     whole = whole and (not sums or _whole(t.resreq))
             elif status == TaskStatus.PENDING:
                 for t in tasks.values():
-                    attr.request.add(t.resreq)
+                    adds.append((_REQUEST, t.resreq))
                     whole = whole and (not sums or _whole(t.resreq))
     phase = job.pod_group_phase
     if phase == PG_INQUEUE:
-        attr.inqueue.add(job_min_resources(job))
+        adds.append((_INQUEUE, job_min_resources(job)))
     # a Running job that still has minResources to fill keeps them reserved (Spark-driver guard)
     if (phase == PG_RUNNING and pg_min_resources(job) is not None
             and allocated_task_num(job) >= pg_min_member(job)):
-        attr.inqueue.add(inqueue_resource(job, job.allocated))
-    attr.elastic.add(job.get_elastic_resources())
+        adds.append((_INQUEUE, inqueue_resource(job, job.allocated)))
+    adds.append((_ELASTIC, job.get_elastic_resources()))
+    return whole, adds
+
+
+def account_job(attr: QueueAttr, job: Any, check: bool = False, sums: bool = True) -> bool:
+    """Add a job's allocated / requested / inqueue / elastic resources to its queue's attributes
+    (``job_account``). Returns whether every amount added was a whole number: whole amounts add
+    up exactly in any grouping while the totals stay below 2**53, which the caller checks.
+
+    A reused job clone whose kept account holds (:class:`QueueAccount`) replays it; ``check``
+    works it out anyway and raises ``AssertionError`` if the two differ."""
+    kept = getattr(job, "queue_account", None) if sums else None
+    if kept is not None and kept.holds(job):
+        whole, adds = kept.whole, kept.adds
+        if check:
+            _check_account(job, kept, *job_account(job, check, sums))
+    else:
+        whole, adds = job_account(job, check, sums)
+        if sums and hasattr(job, "queue_account"):
+            job.queue_account = (QueueAccount(_pg_part(job, "status"), _pg_part(job, "spec"), whole, adds)
+                                 if job._changes is not None and job.uid not in job._changes else None)
+    targets = (attr.allocated, attr.request, attr.inqueue, attr.elastic)
+    for k, r in adds:
+        targets[k].add(r)
     return whole
+
+
+def _pg_part(job: Any, key: str) -> Any:
+    pg = job.pod_group
+    return pg.get(key) if pg is not None else None
+
+
+def _check_account(job: Any, kept: QueueAccount, whole: bool, adds: list[tuple[int, Resource]]) -> None:
+    def fields(r: Resource) -> tuple:
+        return (r.milli_cpu, r.memory, sorted((r.scalar_resources or {}).items()))
+    got = [(_TARGETS[k], fields(r)) for k, r in kept.adds]
+    want = [(_TARGETS[k], fields(r)) for k, r in adds]
+    if got != want or kept.whole != whole:
+        raise AssertionError(f"job {job.uid}: the queue account kept from the last session {got} "
+                             f"(whole {kept.whole}) differs from its own now {want} (whole {whole})")
 
 
 _EXACT = float(2 ** 53)
