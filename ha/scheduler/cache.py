@@ -131,6 +131,9 @@ class SchedulerCache:
         # node clones kept between sessions for the next snapshot (snapshot_reuse.py)
         self.node_clones = NodeClones()
         self.job_clones = JobClones()
+        # the allocate fast path's rows of the last build, by node: kept for the nodes whose
+        # clone the next snapshot reuses (framework/fastpath.py _load_rows)
+        self.fast_path_rows: dict | None = None
         # what runs a session's write-back calls (framework/job_updater.py): None, in order in the
         # session; a live instance sets its environment's (in parallel)
         self.status_writer: Any = None

@@ -515,16 +515,19 @@ def test_hard_topology_gangs_stay_in_one_allowed_hypernode() -> None:
 
 def test_scenarios_exercise_pipelines_evictions_and_failures() -> None:
     """The workloads above are not trivial: there are pipelines, evictions, tasks without a
-    feasible node (FitErrors built from the arrays) and tasks the fast path hands to the scalar
-    predicate (selectors, required node affinity, host ports, task roles)."""
-    pipelines = evictions = reruns = scalar_predicates = 0
+    feasible node (FitErrors built from the arrays), tasks the fast path hands to the scalar
+    predicate (selectors, required node affinity, host ports, task roles) and node rows kept from
+    the last session's build."""
+    pipelines = evictions = reruns = scalar_predicates = rows_kept = 0
     for seed, prof, kind, nominated in (CASES[0], CASES[1], CASES[12]):
         out, info = run(workload(seed, nominated=nominated), prof, kind, True)
         pipelines += sum(len(s["pipelined"]) + len(s["committed_pipelines"]) for s in out)
         evictions += sum(len(s["evictions"]) for s in out)
         reruns += sum(p.stats["vector_fit_errors"] for p in info["paths"])
         scalar_predicates += sum(p.stats["scalar_predicate"] for p in info["paths"])
+        rows_kept += sum(p.stats["rows_kept"] for p in info["paths"])
     assert pipelines > 0
+    assert rows_kept > 0      # rows of nodes nothing changed, taken from the last session's build
     assert evictions > 0
     assert reruns > 0
     assert scalar_predicates > 0

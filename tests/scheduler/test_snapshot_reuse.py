@@ -322,3 +322,26 @@ def test_a_session_writes_podgroup_statuses_without_touching_the_caches():
     assert written["ns/pend"][0]["phase"] == "Inqueue"          # the enqueue action's write
     assert any(c["type"] == "Unschedulable" and c["status"] == "True"
                for c in written["ns/big"][0]["conditions"])     # a gang of two that fits once
+
+
+# ---- the allocate fast path's rows of unchanged nodes ---------------------------------------------
+
+def test_the_fast_path_keeps_the_rows_of_unchanged_nodes_and_the_verifier_checks_them(monkeypatch):
+    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "1")
+    cache, _ = make_cache("v1.14", nodes=[node("n1", 4000), node("n2", 1000), node("n3", 1000)],
+                          podgroups=[podgroup("pgr", 1), podgroup("pgb", 1)],
+                          pods=[pod("r1", "pgr", 500, node_name="n2", phase="Running"),
+                                pod("b1", "pgb", 9000)])      # fits nowhere: every session scans
+    kept = []
+
+    def hook(ssn):
+        fp = getattr(ssn, "_allocate_fastpath", None)
+        kept.append(fp.stats["rows_kept"] if fp is not None else None)
+    for _ in range(2):
+        run_session(cache, ALLOC, seed=1, session_hook=hook)
+    assert kept == [0, 3]
+    # a kept row that no longer matches its node (a change nothing reported): the verifier finds it
+    name, (n, v, vals) = next(iter(cache.fast_path_rows.items()))
+    cache.fast_path_rows[name] = (n, v, vals[:1] + (vals[1] + 1000.0,) + vals[2:])
+    with pytest.raises(SnapshotReuseMismatch, match=f"fast path: the row of node '{name}'"):
+        run_session(cache, ALLOC, seed=1)

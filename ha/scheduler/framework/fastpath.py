@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from ha.scheduler.snapshot_reuse import SnapshotReuseMismatch, verifying
+
 from ha.scheduler.api import TaskStatus, ZERO
 from ha.scheduler.api.types import FitError
 
@@ -184,6 +186,10 @@ class _TaskFacts:
                  "vector_nodeorder", "affinity", "tolerations", "binpack_dims", "tol_block")
 
 
+def _fields(r: Any) -> tuple:
+    return r.milli_cpu, r.memory, sorted((r.scalar_resources or _EMPTY).items())
+
+
 def _spec(pod: dict) -> dict:
     return (pod or _EMPTY).get("spec") or _EMPTY
 
@@ -203,6 +209,8 @@ class AllocateFastPath:
         self.node_list = ssn.node_list
         self.n = len(self.node_list)
         self.index = {n.name: i for i, n in enumerate(self.node_list)}
+        self._names = list(self.index)          # the node names in node_list's order
+        self._misfit_memo: dict[tuple[bytes, bytes], np.ndarray] = {}   # _misfit_codes
         self.view = node_map(ssn)
         self.views = [self.view.get(n.name) for n in self.node_list]
         if any(v is None for v in self.views):
@@ -216,8 +224,10 @@ class AllocateFastPath:
         # "error_cache": scans of a task with a role and the predicate error cache on;
         # "cache_passed": nodes such scans passed over because its (job, role) failed there before
         # "fits_nowhere": scans answered at once, the task asking more than any node has
+        # "rows_kept": node rows the build took from the last session's (_load_rows)
         self.stats = {"fast": 0, "scalar_predicate": 0, "scalar_rerun": 0, "scalar_score": 0,
-                      "vector_fit_errors": 0, "error_cache": 0, "cache_passed": 0, "fits_nowhere": 0}
+                      "vector_fit_errors": 0, "error_cache": 0, "cache_passed": 0, "fits_nowhere": 0,
+                      "rows_kept": 0}
 
         # plugins
         pred = ssn.plugins.get("predicates") if _names(ssn, "enabled_predicate", ssn.predicate_fns) else None
@@ -274,23 +284,13 @@ class AllocateFastPath:
         # dynamic arrays; dims: cpu, memory, then scalars as tasks ask for them
         self.dims: list[str] = ["cpu", "memory"]
         self.dim_row: dict[str, int] = {"cpu": 0, "memory": 1}
-        self.fi = np.zeros((2, n))
-        self.idle = np.zeros((2, n))
-        self.pods_max = np.zeros(n, dtype=np.int64)
-        self.pod_count = np.zeros(n, dtype=np.int64)
-        self.plugin_ok = np.ones(n, dtype=bool)
-        self.pods_ok = np.ones(n, dtype=bool)
-        # k8s view (ints), rows: allocatable cpu, memory; non-zero requested cpu, memory;
-        # requested cpu, memory
-        self.k = np.zeros((6, n), dtype=np.int64)
         # binpack: Volcano Used / Allocatable per resource name
         self.bp_used: dict[str, np.ndarray] = {}
         self.bp_alloc: dict[str, np.ndarray] = {}
         self.regular = True   # every node has cpu and memory in the k8s allocatable
         self.dirty: set = set()
         self._fi_max: np.ndarray | None = None   # per dimension, the most any node has (_fits_nowhere)
-        for i in range(n):
-            self._load_row(i)
+        self._load_rows()
         if not self.ok:
             return
         self.regular = bool((self.k[0:2] != 0).all())
@@ -299,9 +299,76 @@ class AllocateFastPath:
             v.sink = self.dirty
 
     # -- rows -----------------------------------------------------------------------------------
+    @staticmethod
+    def _row_values(node: Any, v: Any) -> tuple:
+        """(FutureIdle, its cpu, memory, idle cpu, memory, max pods, pod count, the k8s view's
+        six quantities) of a node: what ``_load_row`` writes for the two first dimensions."""
+        fi = node.future_idle()
+        idle = node.idle
+        al, nzr, rq = v.allocatable, v.non_zero_requested, v.requested
+        return (fi, fi.milli_cpu, fi.memory, idle.milli_cpu, idle.memory, node.allocatable.max_task_num,
+                v.pod_count(), (al.get("cpu", 0), al.get("memory", 0), nzr.get("cpu", 0),
+                                nzr.get("memory", 0), rq.get("cpu", 0), rq.get("memory", 0)))
+
+    def _load_rows(self) -> None:
+        """Every node's row (what ``_load_row`` writes, for the two first dimensions), gathered in
+        lists and made arrays at once: element writes into arrays cost more than the values.
+
+        A node whose clone and k8s view are the objects the last build read (the snapshot
+        reused them: nothing changed the node since, ha/scheduler/snapshot_reuse.py) takes that
+        build's values (``cache.fast_path_rows``); with ``HA_VERIFY_SNAPSHOT_REUSE=1`` they are
+        worked out again and compared."""
+        cache = self.ssn.cache
+        kept = getattr(cache, "fast_path_rows", None) or _EMPTY
+        verify = verifying()
+        rows: dict[str, tuple] = {}
+        fc, fm, ic, im, pmax, pcount, kv = [], [], [], [], [], [], []
+        bad = None
+        fi_of = self._fi_of = []
+        for node, v in zip(self.node_list, self.views):
+            rec = kept.get(node.name)
+            if rec is not None and rec[0] is node and rec[1] is v:
+                vals = rec[2]
+                self.stats["rows_kept"] += 1
+                if verify:
+                    fresh = self._row_values(node, v)
+                    if fresh[1:] != vals[1:] or _fields(fresh[0]) != _fields(vals[0]):
+                        raise SnapshotReuseMismatch(f"fast path: the row of node {node.name!r} kept from "
+                                                    f"the last session {vals[1:]} differs from {fresh[1:]}")
+            else:
+                vals = self._row_values(node, v)
+            rows[node.name] = (node, v, vals)
+            fi_of.append(vals[0])
+            fc.append(vals[1])
+            fm.append(vals[2])
+            ic.append(vals[3])
+            im.append(vals[4])
+            pmax.append(vals[5])
+            pcount.append(vals[6])
+            k = vals[7]
+            if max(k) * 101 >= _EXACT or min(k) < 0:
+                bad = node.name
+            kv.append(k)
+        if hasattr(cache, "fast_path_rows"):
+            cache.fast_path_rows = rows
+        if bad is not None:
+            self.ok, self.reason = False, f"k8s quantities of node {bad} out of range"
+            return
+        n = self.n
+        self.fi = np.array((fc, fm), dtype=float).reshape(2, n)
+        self.idle = np.array((ic, im), dtype=float).reshape(2, n)
+        self.pods_max = np.array(pmax, dtype=np.int64).reshape(n)
+        self.pod_count = np.array(pcount, dtype=np.int64).reshape(n)
+        self.pods_ok = self.pods_max > self.pod_count
+        self.plugin_ok = (self.pods_ok & ~self.static_block) if self.pred is not None else np.ones(n, dtype=bool)
+        # k8s view (ints), rows: allocatable cpu, memory; non-zero requested cpu, memory;
+        # requested cpu, memory
+        self.k = np.array(kv, dtype=np.int64).reshape(n, 6).T.copy()
+
     def _load_row(self, i: int) -> None:
         node = self.node_list[i]
         fi = node.future_idle()
+        self._fi_of[i] = fi
         idle = node.idle
         fa, ia = self.fi, self.idle
         fa[0, i] = fi.milli_cpu
@@ -335,6 +402,7 @@ class AllocateFastPath:
         d = self.dirty
         if d:
             self._fi_max = None
+            self._misfit_memo = {}
             idx = self.index
             for name in list(d):
                 i = idx.get(name)
@@ -348,11 +416,12 @@ class AllocateFastPath:
         self.dim_row[name] = row
         fi = np.zeros(self.n)
         idle = np.zeros(self.n)
-        for i, node in enumerate(self.node_list):
-            fi[i] = node.future_idle().get(name)
-            idle[i] = node.idle.get(name)
+        # each node's FutureIdle as its row was last loaded (rows load when their node changes)
+        fi = np.array([r.get(name) for r in self._fi_of], dtype=float).reshape(self.n)
+        idle = np.array([node.idle.get(name) for node in self.node_list], dtype=float).reshape(self.n)
         self.fi = np.vstack([self.fi, fi])
         self._fi_max = None
+        self._misfit_memo = {}
         self.idle = np.vstack([self.idle, idle])
 
     def _add_bp_dim(self, name: str) -> None:
@@ -595,17 +664,31 @@ class AllocateFastPath:
             out.append((node.name, err))
         return out
 
+    def _misfit_codes(self, f: _TaskFacts) -> tuple[np.ndarray, list[Any]]:
+        """``_misfits`` of every node in node order, kept until a row changes: the tasks a scan
+        finds no node for (a pending gang's first task, every session) mostly ask the same."""
+        key = (f.req.tobytes(), f.rows.tobytes())
+        hit = self._misfit_memo.get(key)
+        if hit is None:
+            short = (f.req - self.fi[f.rows]) >= _EPS      # dims x nodes: does not fit
+            hit = self._misfit_memo[key] = np.where(short.any(axis=0), short.argmax(axis=0), -1)
+        return hit, self._insufficient(f)
+
+    def _insufficient(self, f: _TaskFacts) -> list[Any]:
+        """Per dimension of ``f.rows``, the status the scalar predicate fails a node short of it
+        with ("Insufficient <dimension>", in ``less_equal_with_resources_name``'s order)."""
+        from ha.scheduler.api.types import Status, StatusCode, wrap_insufficient_resource_reason
+        return [Status(StatusCode.UNSCHEDULABLE, wrap_insufficient_resource_reason([self.dims[r]]))
+                for r in f.rows.tolist()]
+
     def _misfits(self, f: _TaskFacts, cols: np.ndarray) -> tuple[np.ndarray, list[Any]]:
         """For the nodes ``cols`` (in that order): the position in ``f.rows`` of the first
         dimension whose FutureIdle does not hold the request (-1: it fits), and per dimension the
         status the scalar predicate fails such a node with ("Insufficient <dimension>", in
         ``less_equal_with_resources_name``'s order)."""
-        from ha.scheduler.api.types import Status, StatusCode, wrap_insufficient_resource_reason
         short = (f.req - self.fi[f.rows][:, cols]) >= _EPS      # dims x nodes: does not fit
         first = np.where(short.any(axis=0), short.argmax(axis=0), -1)
-        statuses = [Status(StatusCode.UNSCHEDULABLE, wrap_insufficient_resource_reason([self.dims[r]]))
-                    for r in f.rows.tolist()]
-        return first, statuses
+        return first, self._insufficient(f)
 
     def _own_node(self, task: Any) -> int:
         """The node of a task Pipelined there when self-exclusion is on (its FutureIdle for the
@@ -650,34 +733,33 @@ class AllocateFastPath:
         cached = ph.task_predicate_error_cache.get(group) if group is not None else None
         skip = self._cached_nodes(cached)
         start = _get_last_index(ph._owner) % n
-        order = np.concatenate([np.arange(start, n), np.arange(0, start)])
-        first, statuses = self._misfits(f, order)
+        # scan position k is node (start + k) % n
+        by_node, statuses = self._misfit_codes(f)
+        first = np.concatenate((by_node[start:], by_node[:start]))
         j0 = self._own_node(task)
         nl = self.node_list
         codes = first.tolist()
-        order_l = order.tolist()
         own: dict[str, Any] = {}
         asked = first < 0
         if j0 >= 0:
-            asked[order_l.index(j0)] = True
+            asked[(j0 - start) % n] = True
         if skip is not None:
             # failed before: the scan takes a cached node's error and asks nothing of it
-            passed = skip[order]
+            passed = np.concatenate((skip[start:], skip[:start]))
             asked &= ~passed
             self.stats["cache_passed"] += int(passed.sum())
             for k in np.flatnonzero(passed).tolist():
-                name = nl[order_l[k]].name
+                name = nl[(start + k) % n].name
                 own[name] = cached[name]
                 codes[k] = -1
         for k in np.flatnonzero(asked).tolist():
-            node = nl[order_l[k]]
+            node = nl[(start + k) % n]
             err = predicate(task, node)
             if err is None:
                 return None
             own[node.name] = err
             codes[k] = -1
-        names = list(self.index)                    # the node names in node_list's order
-        names = names[start:] + names[:start]       # ... in the scan's
+        names = self._names[start:] + self._names[:start]   # the node names in the scan's order
         for name, err in own.items():
             err.node_name = name
         if group is not None:
