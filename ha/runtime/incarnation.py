@@ -20,7 +20,10 @@ import asyncio
 import logging
 import math
 from collections import OrderedDict, deque
+from itertools import islice
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ha.runtime.apiio import InstanceIO
 from ha.runtime.election import LeaderCallbacks, LeaderElector
@@ -57,7 +60,9 @@ class _Samples(deque):
         new = self.total - total_before
         if new <= 0:
             return []
-        return list(self)[-min(new, len(self)):]
+        out = list(islice(reversed(self), min(new, len(self))))
+        out.reverse()
+        return out
 
 
 class _FreshStamp:
@@ -88,15 +93,39 @@ class _FreshStamp:
 
 
 def percentiles(samples) -> dict | None:
-    """{p50, p99, max, n} of staleness samples (ms), or None when there are none."""
-    xs = sorted(samples)
+    """{p50, p99, max, n} of staleness samples (ms), or None when there are none. The p-th
+    percentile is the ceil(p*n)-th smallest sample (nearest rank)."""
+    if isinstance(samples, np.ndarray):
+        xs = samples
+    else:
+        xs = samples if isinstance(samples, list) else list(samples)
+        if len(xs) < _SELECT_FROM:
+            return _ranked(sorted(xs))
+        xs = np.asarray(xs, dtype=float)
+    n = len(xs)
+    if not n:
+        return None
+    # an instance's stats carry these of up to 100,000 samples a kind, asked several times a
+    # second: selecting the three ranks is a fifth of sorting them, and gives the same samples
+    ks = sorted({_rank(0.50, n), _rank(0.99, n), n - 1})
+    part = np.partition(xs, ks)
+    return {"p50": round(float(part[_rank(0.50, n)]), 3), "p99": round(float(part[_rank(0.99, n)]), 3),
+            "max": round(float(part[n - 1]), 3), "n": n}
+
+
+_SELECT_FROM = 4096
+
+
+def _rank(p: float, n: int) -> int:
+    return min(n - 1, max(0, int(math.ceil(p * n)) - 1))
+
+
+def _ranked(xs: list) -> dict | None:
     if not xs:
         return None
     n = len(xs)
-
-    def q(p):
-        return round(xs[min(n - 1, max(0, int(math.ceil(p * n)) - 1))], 3)
-    return {"p50": q(0.50), "p99": q(0.99), "max": round(xs[-1], 3), "n": n}
+    return {"p50": round(xs[_rank(0.50, n)], 3), "p99": round(xs[_rank(0.99, n)], 3),
+            "max": round(xs[-1], 3), "n": n}
 
 
 class Incarnation:

@@ -70,6 +70,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ha.errors import BadInput
 from ha.runtime.chaos_port import ChaosPort
 from ha.runtime.election import LeaderElectionConfig
@@ -538,17 +540,17 @@ class SchedulerInstance:
         """Staleness (write -> applied to this cache, ms) of this incarnation's informers, all
         kinds together: ``all`` (every kept sample) and, with a ``window`` key, ``window`` (the
         samples added since the last call with that key; one key per reader)."""
-        all_samples: list[float] = []
+        kinds: list = []
         fresh: list[float] = []
         seen = self._stale_seen.setdefault(window, {}) if window else None
         inc = self.incarnation
         for k, s in (self.inc.staleness_samples() if self.inc is not None else {}).items():
-            all_samples.extend(s)
+            kinds.append(np.fromiter(s, dtype=float, count=len(s)))
             if seen is not None:
                 key = f"{inc}:{k}"
                 fresh.extend(s.since(seen.get(key, 0)) if isinstance(s, _Samples) else [])
                 seen[key] = getattr(s, "total", len(s))
-        out = {"all": percentiles(all_samples)}
+        out = {"all": percentiles(np.concatenate(kinds) if kinds else [])}
         if window:
             out["window"] = percentiles(fresh)
         return out
