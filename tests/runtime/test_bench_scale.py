@@ -119,6 +119,7 @@ def test_bench_scale_quick_json():
     # and its jobs: the bound ones nothing changes come back session after session
     lj = p["job_clones"][p["leader"]]
     assert set(p["job_clones"]) == set(p["sync_s"]) and lj["reused"] >= scale.QUICK.bound // scale.QUICK.gang
+    assert lj["settled_close"] > 0     # bound jobs' close verdicts kept between live sessions
     cpu = p["sessions_cpu_ms_in_order"]
     assert len(cpu) == len(p["sessions_ms_in_order"]) > 0
     assert all(c is not None and c > 0 and c <= pc + 1 for c, pc in cpu), cpu
@@ -144,10 +145,14 @@ def test_the_model_mode_times_each_phase_of_the_same_sessions():
     # gave back; the baseline window clones them all again
     assert len(m["no_reuse_s"]) == 3
     assert m["node_clones"] == {"reused": 4 * scale.QUICK.nodes, "cloned": 0}
-    # jobs likewise, but for the pending gangs' new jobs, cloned in the window's first session
-    jobs = -(-scale.QUICK.bound // scale.QUICK.gang) + scale.QUICK.pending // scale.QUICK.gang
+    # jobs likewise, but for the pending gangs' new jobs, cloned in the window's first session;
+    # the bound jobs' close verdict (nothing to write) holds in every session of the window, the
+    # pending gangs' (Pending tasks: their events depend on the session) is worked out each time
+    bound_jobs = -(-scale.QUICK.bound // scale.QUICK.gang)
     new_jobs = scale.QUICK.pending // scale.QUICK.gang
-    assert m["job_clones"] == {"reused": 4 * jobs - new_jobs, "cloned": new_jobs}
+    jobs = bound_jobs + new_jobs
+    assert m["job_clones"] == {"reused": 4 * jobs - new_jobs, "cloned": new_jobs,
+                               "settled_close": 4 * bound_jobs}
     r = scale_model.result_from(m, scale.QUICK, quick=True)
     rows = {x["name"]: x for x in r.extra}
     reuse = rows["scale-model-snapshot-reuse"]
