@@ -74,7 +74,7 @@ def _session_jobs(cache) -> dict:
 
 
 @pytest.mark.parametrize("reuse", ["1", "0"])
-def test_the_writes_and_queue_figures_are_those_of_working_everything_out(monkeypatch, reuse):
+def test_the_binds_and_writes_are_those_of_working_everything_out(monkeypatch, reuse):
     """Sessions over a changing cluster, with clones kept (and so verdicts and accounts) and with
     every clone fresh: the same writes, session by session."""
     def run(flag: str) -> list:
