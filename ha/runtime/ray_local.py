@@ -73,6 +73,10 @@ class LocalRay:
         self.stop()
 
 
+# what the Ray Client's connection error says when the head failed to start this client's server
+_CLIENT_START_FAILED = ("client server failed", "Initialization failure from server")
+
+
 def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
               object_store_memory: int | None = 200 * 1024 * 1024,
               log_to_driver: bool = False, namespace: str = "ha-testbed") -> LocalRay:
@@ -90,16 +94,17 @@ def start_ray(ray_address: str | None = None, *, num_cpus: int = 2,
             raise ConnectionError(
                 "the Ray Client (ray://) needs the `client` extra of ray: pip install 'ray[client]'"
                 " (or give the GCS address host:6379 from a machine that runs a Ray node)")
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 ray.init(address=ray_address, namespace=namespace, log_to_driver=log_to_driver,
                          logging_level=logging.WARNING)
                 break
             except ConnectionError as e:
                 # the head's client proxy starts one server process per client; on a loaded
-                # machine that start has been seen to fail once ("Starting Ray client server
-                # failed") and work on the next connection: one more try, then give up
-                if attempt == 2 or "client server failed" not in str(e):
+                # machine that start has been seen to fail ("Starting Ray client server failed";
+                # or "Initialization failure from server" when the proxy's own wait for the new
+                # process met it as a zombie) and work on the next connection: two more tries
+                if attempt == 3 or not any(m in str(e) for m in _CLIENT_START_FAILED):
                     raise
                 log.warning("Ray Client at %s: %s; connecting once more", ray_address,
                             str(e).strip().splitlines()[-1] if str(e).strip() else e)
