@@ -373,19 +373,24 @@ def _measure(url: str, sz: Sizes) -> dict:
         out["baseline_sessions_skipped"] = sampler.skipped
         _note(f"baseline sessions: {len(sampler.samples)}, p99 {_pct(sampler.samples, 'p99')}")
 
-        # the 1,000 pending tasks become schedulable work; the living cluster starts
+        # the living cluster starts, and the window waits until it has listed the 100,000 pods
+        # and acted on them once (seconds of its CPU): the window is its steady state
+        wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
+                            runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
+                            duration_s=sz.max_window_s + 360.0, name_prefix="arrival")
+        cluster = create_cluster_actor(
+            ClusterConfig(redis_url=url, prefix=prefix, seed=1, workload=wl,
+                          kubelet=KubeletConfig(tick_s=1.0), controller=ControllerConfig(tick_s=1.0)),
+            name=f"scale-cluster-{uuid.uuid4().hex[:6]}", max_restarts=0)
+        ray.get(cluster.start.remote(), timeout=300)
+        if not ray.get(cluster.wait_world_ready.remote(300.0), timeout=330):
+            raise RuntimeError("the living cluster did not list and act on the pods within 300 s")
+        # the 1,000 pending tasks become schedulable work
         api = ApiClient.from_url(url, prefix=prefix)
         for j in range(sz.pending // sz.gang):
             api.create(_pending_job(j, sz)[0])
         rv0 = api.current_resource_version()
         api.close()
-        wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
-                            runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
-                            duration_s=sz.max_window_s + 60.0, name_prefix="arrival")
-        cluster = create_cluster_actor(
-            ClusterConfig(redis_url=url, prefix=prefix, seed=1, workload=wl,
-                          kubelet=KubeletConfig(tick_s=1.0), controller=ControllerConfig(tick_s=1.0)),
-            name=f"scale-cluster-{uuid.uuid4().hex[:6]}", max_restarts=0)
         raw = RawWatch(url, prefix, rv0)
         raw.start()
         ray.get([a.stats.remote(staleness_window="scale") for a in actors.values()], timeout=60)
@@ -394,7 +399,6 @@ def _measure(url: str, sz: Sizes) -> dict:
         binds0 = {n: int(st.get("binds") or 0) for n, st in sampler.stats.items()}
         writes0 = {n: {k: int(st.get(k) or 0) for k in ("status_writes", "pod_group_writes")}
                    for n, st in sampler.stats.items()}
-        ray.get(cluster.start.remote(), timeout=300)
         c0 = ray.get(cluster.stats.remote(), timeout=120)
         w0 = time.monotonic()
         sampler.window(sz.window_s, sz.min_sessions, sz.max_window_s)

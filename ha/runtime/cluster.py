@@ -60,6 +60,7 @@ class ClusterSim:
         self.created_pods = 0
         self.create_errors = 0
         self.workload_done: asyncio.Event | None = None  # created on the running loop in start()
+        self.world_ready: asyncio.Event | None = None    # the first pass of the world loop is done
         self._t0: float | None = None
 
     async def _client(self):
@@ -77,6 +78,7 @@ class ClusterSim:
         self._stopping = False
         api = await self._client()
         self.workload_done = asyncio.Event()
+        self.world_ready = asyncio.Event()
         pods = KindMirror(api, "Pod")
         pgs = KindMirror(api, "PodGroup")
         nodes = KindMirror(api, "Node")
@@ -127,6 +129,7 @@ class ClusterSim:
                 if now - last_ctrl >= ccfg.tick_s:
                     last_ctrl = now
                     await self.controller.tick()
+                self.world_ready.set()
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # keep the world turning; count it
@@ -193,6 +196,18 @@ class ClusterSim:
 
     async def jobs(self) -> dict:
         return self.controller.jobs() if self.controller else {}
+
+    async def wait_world_ready(self, timeout: float | None = None) -> bool:
+        """True once the world has listed what exists and the kubelet and the job controller have
+        acted on it once: from then on it works on changes (a large cluster's first list and
+        first pass over every pod take seconds of the actor's CPU)."""
+        if self.world_ready is None:
+            return False
+        try:
+            await asyncio.wait_for(self.world_ready.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
 
     async def wait_workload_done(self, timeout: float | None = None) -> bool:
         try:

@@ -80,6 +80,13 @@ class JobController:
         # (ns, job) -> {slot base: (template pod, highest attempt seen)}
         self._slots: dict[tuple[str, str], dict[str, tuple[dict, int]]] = {}
         self._completed: set[tuple[str, str]] = set()
+        # kept from the mirrors' changes: each pod's job, each job's pods, the jobs to look at
+        self._pod_changes = self.pods.changes()
+        self._pg_changes = self.podgroups.changes()
+        self._job_of: dict[tuple[str, str], tuple[str, str]] = {}
+        self._pods_of: dict[tuple[str, str], dict[tuple[str, str], None]] = {}
+        self._dirty: dict[tuple[str, str], None] = {}
+        self._wrote = False   # the job being reconciled tried a write
 
     async def run(self) -> None:
         while True:
@@ -117,20 +124,83 @@ class JobController:
         return by_job
 
     async def tick(self) -> None:
-        by_job = self._pods_by_job()
-        for key, pods in by_job.items():  # remember slots and their highest attempt
-            slots = self._slots.setdefault(key, {})
-            for pod in pods:
-                base, n = slot_of(pod)
-                old = slots.get(base)
-                if old is None or n >= old[1]:
-                    slots[base] = (pod, n)
-        for key, pg in list(self.podgroups.objects.items()):
-            await self._sync_job(key, pg, by_job.get(key, []))
+        """Reconcile the jobs whose PodGroup or pods changed since the last tick, and those whose
+        last reconcile wrote (its result, or its failure, may need another look); a job nothing
+        touched would be reconciled to the same nothing. Jobs are met in the order of the
+        PodGroup mirror and a job's pods in the order of the Pod mirror: the order a walk of
+        every job met them in, so the writes come out in the same order."""
+        dirty = self._take_changes()
+        pgs = self.podgroups.objects
+        retry: dict[tuple[str, str], None] = {}
+        for key in self.podgroups.in_order(dirty):
+            pods = self._job_pods(key)
+            if key not in self._slots:   # first met, or forgotten while its PodGroup was away
+                slots = self._slots[key] = {}
+                for pod in pods:
+                    self._remember(slots, pod)
+            self._wrote = False
+            await self._sync_job(key, pgs[key], pods)
+            if self._wrote:
+                retry[key] = None
         # forget jobs whose PodGroup is gone
-        for key in [k for k in self._slots if k not in self.podgroups.objects]:
+        for key in [k for k in dirty if k in self._slots and k not in pgs]:
             self._slots.pop(key, None)
             self._completed.discard(key)
+        self._dirty = retry
+
+    def _take_changes(self) -> dict[tuple[str, str], None]:
+        """The jobs to reconcile this tick: the index of pods by job brought up to the Pod
+        mirror (slots remembered from each changed pod, in the mirror's order), the changed
+        PodGroups, and the jobs carried over from the last tick."""
+        prelisted, pkeys = self._pod_changes.drain()
+        grelisted, gkeys = self._pg_changes.drain()
+        objects = self.pods.objects
+        dirty = self._dirty
+        if prelisted:
+            pkeys = list({**dict.fromkeys(self._job_of), **dict.fromkeys(objects)})
+        gone = [k for k in pkeys if k not in objects]
+        for pkey in gone + self.pods.in_order(pkeys):
+            pod = objects.get(pkey)
+            old = self._job_of.get(pkey)
+            new = None
+            if pod is not None:
+                grp = ((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION)
+                if grp:
+                    new = (pkey[0], grp)
+            if old is not None:
+                dirty[old] = None
+                if old != new:
+                    members = self._pods_of.get(old)
+                    if members is not None:
+                        members.pop(pkey, None)
+                        if not members:
+                            del self._pods_of[old]
+            if new is None:
+                self._job_of.pop(pkey, None)
+                continue
+            self._job_of[pkey] = new
+            self._pods_of.setdefault(new, {})[pkey] = None
+            dirty[new] = None
+            slots = self._slots.get(new)
+            if slots is not None:   # else the job's reconcile remembers all its pods at once
+                self._remember(slots, pod)
+        if grelisted:
+            gkeys = list({**dict.fromkeys(self._slots), **dict.fromkeys(self.podgroups.objects)})
+        for gkey in gkeys:
+            dirty[gkey] = None
+        return dirty
+
+    def _job_pods(self, key: tuple[str, str]) -> list[dict]:
+        objects = self.pods.objects
+        return [objects[k] for k in self.pods.in_order(self._pods_of.get(key, ()))]
+
+    @staticmethod
+    def _remember(slots: dict[str, tuple[dict, int]], pod: dict) -> None:
+        """A slot's template is its pod of the highest attempt seen."""
+        base, n = slot_of(pod)
+        old = slots.get(base)
+        if old is None or n >= old[1]:
+            slots[base] = (pod, n)
 
     async def _sync_job(self, key, pg: dict, pods: list[dict]) -> None:
         slots = self._slots.get(key, {})
@@ -177,6 +247,7 @@ class JobController:
                "spec": spec,
                "status": {"phase": "Pending", "nominatedNodeName": "", "conditions": []}}
         try:
+            self._wrote = True
             created = await self.api.create(pod)
             self.stats.recreated += 1
             self._slots[key][base] = (created, attempt)
@@ -190,6 +261,7 @@ class JobController:
         from cluster_state.errors import ApiError, NotFound
         md = pod["metadata"]
         try:
+            self._wrote = True
             await self.api.delete("Pod", md["name"], md.get("namespace"), grace_period_seconds=0)
         except NotFound:
             pass
@@ -216,6 +288,7 @@ class JobController:
             return
         st.update(want)
         try:
+            self._wrote = True
             await self.api.update_status({**pg, "status": st})
             self.stats.phase_updates += 1
             if done and key not in self._completed:

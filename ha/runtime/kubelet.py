@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from apimachinery.quantity import parse_quantity
-from ha.runtime.mirror import KindMirror, obj_key
+from ha.runtime.mirror import KindMirror
 from ha.runtime.workload import RUNTIME_ANNOTATION
 
 __all__ = ["KubeletConfig", "Kubelet", "pod_requests"]
@@ -70,6 +70,11 @@ class Kubelet:
         self.stats = KubeletStats()
         self._bound_seen: dict[str, float] = {}    # uid -> local time first seen bound
         self._running_since: dict[str, float] = {}  # uid -> local time we set Running
+        # the pods a tick looks at (bound and Pending, Running with a runtime, being deleted),
+        # kept from the mirror's changes; the uid each pod key had when last seen
+        self._changes = self.pods.changes()
+        self._waiting: dict[tuple[str, str], None] = {}
+        self._uid_of: dict[tuple[str, str], str] = {}
 
     async def run(self) -> None:
         while True:
@@ -101,9 +106,14 @@ class Kubelet:
         return False
 
     async def tick(self) -> None:
+        """Act on the pods that need it: bound and Pending (start after the startup delay), Running
+        with a runtime (succeed after it), being deleted (gone at the deletion timestamp). Which
+        pods those are is kept from the mirror's changes, so a tick costs what changed plus what
+        waits on a clock, not a walk of every pod; the ones it acts on are met in the order a walk
+        of the mirror meets them, as the writes of a full walk were."""
         now = self._now()
         cfg = self.config
-        live_uids = set()
+        self._take_changes(now)
         admitted: dict[str, dict[str, int]] = {}
         if cfg.admission:  # what already runs on each node is charged before admitting newcomers
             for pod in self.pods.objects.values():
@@ -111,10 +121,11 @@ class Kubelet:
                 if node and (pod.get("status") or {}).get("phase") == "Running":
                     self._charge(pod, node, admitted)
         due_deletion = []
-        for key, pod in list(self.pods.objects.items()):
+        objects = self.pods.objects
+        for key in self.pods.in_order(self._waiting):
+            pod = objects[key]
             md = pod.get("metadata") or {}
             uid = md.get("uid") or ""
-            live_uids.add(uid)
             spec = pod.get("spec") or {}
             phase = (pod.get("status") or {}).get("phase") or "Pending"
             node = spec.get("nodeName") or ""
@@ -124,8 +135,6 @@ class Kubelet:
                 if self._wall() >= float(md["deletionTimestamp"]) - 1e-6 or \
                         float(md["deletionTimestamp"]) > self._wall() + 1e6:
                     due_deletion.append(pod)
-                continue
-            if not node:
                 continue
             if phase == "Pending":
                 seen = self._bound_seen.setdefault(uid, now)
@@ -139,22 +148,51 @@ class Kubelet:
                         self.stats.started += 1
             elif phase == "Running":
                 since = self._running_since.setdefault(uid, now)
-                rt = (md.get("annotations") or {}).get(RUNTIME_ANNOTATION)
-                if rt is None:
-                    continue
-                try:
-                    runtime_s = float(rt) / 1000.0
-                except ValueError:
-                    continue
-                if now - since >= runtime_s:
+                runtime_s = _runtime_s(md)
+                if runtime_s is not None and now - since >= runtime_s:
                     if await self._set_phase(pod, "Succeeded"):
                         self.stats.succeeded += 1
         if due_deletion:
             await self._finalize(due_deletion)
-        # forget pods that are gone
-        for d in (self._bound_seen, self._running_since):
-            for uid in [u for u in d if u not in live_uids]:
-                del d[uid]
+
+    def _take_changes(self, now: float) -> None:
+        """Bring ``_waiting`` (the pods a tick must look at) up to the mirror; forget the pods
+        that are gone (or replaced by another uid under the same name)."""
+        relisted, keys = self._changes.drain()
+        objects = self.pods.objects
+        if relisted:
+            keys = list({**dict.fromkeys(self._uid_of), **dict.fromkeys(objects)})
+        for key in keys:
+            pod = objects.get(key)
+            old_uid = self._uid_of.get(key)
+            uid = ((pod.get("metadata") or {}).get("uid") or "") if pod is not None else None
+            if old_uid is not None and old_uid != uid:
+                self._bound_seen.pop(old_uid, None)
+                self._running_since.pop(old_uid, None)
+            if pod is None:
+                self._uid_of.pop(key, None)
+                self._waiting.pop(key, None)
+                continue
+            self._uid_of[key] = uid
+            md = pod.get("metadata") or {}
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            phase = (pod.get("status") or {}).get("phase") or "Pending"
+            if md.get("deletionTimestamp") is not None:
+                waits = True
+            elif not node:
+                waits = False
+            elif phase == "Pending":
+                waits = True
+            elif phase == "Running":
+                # first seen running: its runtime counts from here (a pod without one runs on)
+                self._running_since.setdefault(uid, now)
+                waits = _runtime_s(md) is not None
+            else:
+                waits = False
+            if waits:
+                self._waiting[key] = None
+            else:
+                self._waiting.pop(key, None)
 
     async def _finalize(self, pods: list[dict]) -> None:
         from cluster_state.errors import ApiError, NotFound
@@ -198,3 +236,15 @@ class Kubelet:
                 return False
         self._charge(pod, node, admitted)
         return True
+
+
+def _runtime_s(md: dict) -> float | None:
+    """A pod's runtime in seconds (annotation ``ha-testbed/runtime-ms``); None: it runs until
+    deleted (no annotation, or one that is not a number)."""
+    rt = (md.get("annotations") or {}).get(RUNTIME_ANNOTATION)
+    if rt is None:
+        return None
+    try:
+        return float(rt) / 1000.0
+    except ValueError:
+        return None

@@ -3,12 +3,18 @@
 These actors are the *world*, not schedulers under test: they need an up-to-date view, no chaos
 hooks, no delivery log, so they use this small loop (list, then watch from the list's RV; 410 Gone
 → relist) instead of the informer. Corrupt stream entries are counted and skipped.
+
+Each reader of a mirror subscribes to its changes (``changes()``: the keys an event touched since
+that reader last drained them, or "everything" after a relist), as a client-go controller's work
+queue holds the keys its handlers saw: the kubelet and the job controller then look at what
+changed, not at all 100,000 pods every tick. ``in_order`` gives any subset of keys in the order a
+walk of ``objects`` would meet them, so what they write comes out in the order a full walk wrote it.
 """
 from __future__ import annotations
 
 import logging
 
-__all__ = ["KindMirror", "obj_key"]
+__all__ = ["Changes", "KindMirror", "obj_key"]
 
 log = logging.getLogger(__name__)
 
@@ -16,6 +22,21 @@ log = logging.getLogger(__name__)
 def obj_key(obj: dict) -> tuple[str, str]:
     md = obj.get("metadata") or {}
     return (md.get("namespace") or "", md.get("name") or "")
+
+
+class Changes:
+    """The keys of one mirror touched since the last ``drain()``, for one reader. A new
+    subscription starts out ``relisted``: the reader has seen nothing yet."""
+
+    def __init__(self) -> None:
+        self.relisted = True
+        self.keys: dict[tuple[str, str], None] = {}
+
+    def drain(self) -> tuple[bool, list[tuple[str, str]]]:
+        """(everything may have changed, the keys touched); both reset."""
+        out = (self.relisted, list(self.keys))
+        self.relisted, self.keys = False, {}
+        return out
 
 
 class KindMirror:
@@ -28,17 +49,33 @@ class KindMirror:
         self.rv: int | None = None
         self.relists = 0
         self.corrupt = 0
-        self.deleted: list[dict] = []   # DELETED objects since the last drain_deleted()
+        # a key's place in the walk of ``objects``: dicts keep insertion order, a key keeps its
+        # place while it stays, a key added (again) goes last
+        self._place: dict[tuple[str, str], int] = {}
+        self._next_place = 0
+        self._readers: list[Changes] = []
+
+    def changes(self) -> Changes:
+        """A new reader's subscription to this mirror's changes."""
+        ch = Changes()
+        self._readers.append(ch)
+        return ch
+
+    def in_order(self, keys) -> list[tuple[str, str]]:
+        """The keys among ``keys`` that are in the mirror, in the order of ``objects``."""
+        place = self._place
+        return sorted((k for k in keys if k in place), key=place.__getitem__)
 
     async def relist(self) -> None:
         res = await self.api.list(self.kind)
         fresh = {obj_key(o): o for o in res.items}
-        for k, o in self.objects.items():
-            if k not in fresh:
-                self.deleted.append(o)
         self.objects = fresh
+        self._place = {k: i for i, k in enumerate(fresh)}
+        self._next_place = len(fresh)
         self.rv = int(res.resource_version)
         self.relists += 1
+        for ch in self._readers:
+            ch.relisted, ch.keys = True, {}
 
     async def sync(self, block_ms: int | None = None) -> int:
         """Apply the events available now (waiting up to ``block_ms``); returns how many."""
@@ -54,6 +91,7 @@ class KindMirror:
             await self.relist()
             return len(self.objects)
         n = 0
+        objects, place, readers = self.objects, self._place, self._readers
         for ev in events:
             if ev.resource_version:
                 self.rv = max(self.rv, int(ev.resource_version))
@@ -64,13 +102,14 @@ class KindMirror:
                 continue
             k = obj_key(ev.object)
             if ev.type == "DELETED":
-                old = self.objects.pop(k, None)
-                self.deleted.append(ev.object if ev.object else old)
+                objects.pop(k, None)
+                place.pop(k, None)
             else:
-                self.objects[k] = ev.object
+                if k not in objects:
+                    place[k] = self._next_place
+                    self._next_place += 1
+                objects[k] = ev.object
+            for ch in readers:
+                ch.keys[k] = None
             n += 1
         return n
-
-    def drain_deleted(self) -> list[dict]:
-        out, self.deleted = self.deleted, []
-        return out
