@@ -8,7 +8,7 @@ from .job_info import DisruptionBudget, JobInfo, PodGroupPhase, copy_object, new
 from .node_info import NodeInfo, new_node_info
 from .queue_info import QueueInfo, QueueState, new_queue_info
 from .resource import (INFINITY, MIN_RESOURCE, ZERO, DimensionDefaultValue, Resource, ResourceUnderflow,
-                       empty_resource, exceeded_part, intersection, set_panic_on_error)
+                       empty_resource, exact_fields, exceeded_part, intersection, set_panic_on_error)
 from .task_info import (TaskInfo, TransactionContext, get_job_id, get_pod_preemptable,
                         get_pod_resource_request, get_task_role, new_task_info)
 from .types import (ALL_NODE_UNAVAILABLE_MSG, NODE_POD_NUMBER_EXCEEDED, NODE_RESOURCE_FIT_FAILED,
@@ -20,7 +20,7 @@ __all__ = [
     "ClusterInfo", "JobInfo", "NodeInfo", "QueueInfo", "TaskInfo", "TransactionContext", "Resource",
     "TaskStatus", "NodePhase", "NodeState", "QueueState", "PodGroupPhase", "DisruptionBudget",
     "DimensionDefaultValue", "ZERO", "INFINITY", "MIN_RESOURCE", "ResourceUnderflow", "set_panic_on_error",
-    "empty_resource", "exceeded_part", "intersection",
+    "empty_resource", "exact_fields", "exceeded_part", "intersection",
     "allocated_status", "preemptable_status", "completed_status", "scheduled_status", "is_terminated",
     "get_task_status", "job_terminated", "merge_errors", "pod_key", "copy_object",
     "new_task_info", "new_job_info", "new_node_info", "new_queue_info",

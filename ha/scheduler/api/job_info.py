@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from .duration import parse_go_duration
 from .helpers import JDB_MAX_UNAVAILABLE, JDB_MIN_AVAILABLE, PREEMPTABLE_KEY, REVOCABLE_ZONE_KEY
-from .resource import PODS, ZERO, Resource, positive_part
+from .resource import PODS, ZERO, Resource, exact_fields, positive_part
 from .task_info import TaskInfo, _parse_bool
 from .types import (POD_REASON_SCHEDULABLE, POD_REASON_UNSCHEDULABLE, FitErrors, TaskStatus)
 
@@ -98,17 +98,11 @@ def _sums(tasks: dict) -> tuple[Resource, Resource]:
     return allocated, total
 
 
-def _fields(r: Resource) -> tuple:
-    """Every field of a Resource, to compare two field for field (Resource's own comparisons
-    allow an epsilon)."""
-    return r.milli_cpu, r.memory, r.scalar_resources, r.max_task_num
-
-
 def same_sums(job: "JobInfo") -> str | None:
     """None if the job's running sums equal its tasks added up in order, else what differs."""
     a, tr = _sums(job.tasks)
     for what, kept, fresh in (("allocated", job.allocated, a), ("total_request", job.total_request, tr)):
-        if _fields(kept) != _fields(fresh):
+        if exact_fields(kept) != exact_fields(fresh):
             return f"{what}: kept {kept} != added up {fresh}"
     return None
 
@@ -425,7 +419,7 @@ class JobInfo:
             if status in _ALLOCATED:
                 for t in tasks.values():
                     out.add(t.resreq)
-        if check and self.sums_plain and _fields(self.allocated) != _fields(out):
+        if check and self.sums_plain and exact_fields(self.allocated) != exact_fields(out):
             raise AssertionError(f"job {self.uid}: allocated sum {self.allocated} != its tasks added up {out}")
         return out
 

@@ -20,7 +20,8 @@ from apimachinery.quantity import parse_quantity
 
 __all__ = [
     "Resource", "DimensionDefaultValue", "ZERO", "INFINITY", "MIN_RESOURCE", "ResourceUnderflow",
-    "set_panic_on_error", "panic_on_error", "assert_failures", "empty_resource", "exceeded_part", "positive_part",
+    "set_panic_on_error", "panic_on_error", "assert_failures", "empty_resource", "exact_fields", "exceeded_part",
+    "positive_part",
     "intersection", "is_ignored_scalar_resource", "is_count_quota", "CPU", "MEMORY", "PODS",
     "EPHEMERAL_STORAGE",
 ]
@@ -582,6 +583,12 @@ def _set_default_value(left: Resource, right: Resource, default: DimensionDefaul
     for k in list(right.scalar_resources):
         if k not in left.scalar_resources:
             left.scalar_resources[k] = float(default)
+
+
+def exact_fields(r: Resource) -> tuple:
+    """Every field of a Resource, for comparing two exactly (Resource's own comparisons allow
+    an epsilon); no scalar map and an empty one are the same."""
+    return r.milli_cpu, r.memory, sorted((r.scalar_resources or {}).items()), r.max_task_num
 
 
 def empty_resource() -> Resource:

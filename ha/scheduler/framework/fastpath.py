@@ -49,7 +49,7 @@ import numpy as np
 
 from ha.scheduler.snapshot_reuse import SnapshotReuseMismatch, verifying
 
-from ha.scheduler.api import TaskStatus, ZERO
+from ha.scheduler.api import TaskStatus, ZERO, exact_fields
 from ha.scheduler.api.types import FitError
 
 __all__ = ["ENABLED", "AllocateFastPath", "ScanErrors", "for_session", "unsupported_reason"]
@@ -184,10 +184,6 @@ def unsupported_reason(ssn: Any) -> str | None:
 class _TaskFacts:
     __slots__ = ("rows", "all_rows", "req", "simple", "nz_cpu", "nz_mem", "pl_cpu", "pl_mem", "pl_zero",
                  "vector_nodeorder", "affinity", "tolerations", "binpack_dims", "tol_block")
-
-
-def _fields(r: Any) -> tuple:
-    return r.milli_cpu, r.memory, sorted((r.scalar_resources or _EMPTY).items())
 
 
 def _spec(pod: dict) -> dict:
@@ -332,7 +328,7 @@ class AllocateFastPath:
                 self.stats["rows_kept"] += 1
                 if verify:
                     fresh = self._row_values(node, v)
-                    if fresh[1:] != vals[1:] or _fields(fresh[0]) != _fields(vals[0]):
+                    if fresh[1:] != vals[1:] or exact_fields(fresh[0]) != exact_fields(vals[0]):
                         raise SnapshotReuseMismatch(f"fast path: the row of node {node.name!r} kept from "
                                                     f"the last session {vals[1:]} differs from {fresh[1:]}")
             else:
@@ -366,31 +362,25 @@ class AllocateFastPath:
         self.k = np.array(kv, dtype=np.int64).reshape(n, 6).T.copy()
 
     def _load_row(self, i: int) -> None:
+        """Node ``i``'s row again (the session changed the node): ``_row_values`` written into
+        the arrays, and the dimensions added since the build (``_add_dim``)."""
         node = self.node_list[i]
-        fi = node.future_idle()
+        fi, fcpu, fmem, icpu, imem, pm, pc, vals = self._row_values(node, self.views[i])
         self._fi_of[i] = fi
-        idle = node.idle
         fa, ia = self.fi, self.idle
-        fa[0, i] = fi.milli_cpu
-        fa[1, i] = fi.memory
-        ia[0, i] = idle.milli_cpu
-        ia[1, i] = idle.memory
+        fa[0, i], fa[1, i] = fcpu, fmem
+        ia[0, i], ia[1, i] = icpu, imem
         if len(self.dims) > 2:
+            idle = node.idle
             for d in self.dims[2:]:
                 r = self.dim_row[d]
                 fa[r, i] = fi.get(d)
                 ia[r, i] = idle.get(d)
-        pm = node.allocatable.max_task_num
         self.pods_max[i] = pm
-        v = self.views[i]
-        pc = v.pod_count()
         self.pod_count[i] = pc
         ok = pm > pc
         self.pods_ok[i] = ok
         self.plugin_ok[i] = (ok and not self.static_block[i]) if self.pred is not None else True
-        al, nzr, rq = v.allocatable, v.non_zero_requested, v.requested
-        vals = (al.get("cpu", 0), al.get("memory", 0), nzr.get("cpu", 0), nzr.get("memory", 0),
-                rq.get("cpu", 0), rq.get("memory", 0))
         if max(vals) * 101 >= _EXACT or min(vals) < 0:
             self.ok, self.reason = False, f"k8s quantities of node {node.name} out of range"
         self.k[:, i] = vals

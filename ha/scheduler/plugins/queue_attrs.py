@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from ha.scheduler.api import QueueState, Resource, TaskStatus, allocated_status
+from ha.scheduler.api import QueueState, Resource, TaskStatus, allocated_status, exact_fields
 from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.snapshot_reuse import verifying
 from ha.scheduler.plugins.util import (
@@ -235,10 +235,8 @@ def _pg_part(job: Any, key: str) -> Any:
 
 
 def _check_account(job: Any, kept: QueueAccount, whole: bool, adds: list[tuple[int, Resource]]) -> None:
-    def fields(r: Resource) -> tuple:
-        return (r.milli_cpu, r.memory, sorted((r.scalar_resources or {}).items()))
-    got = [(_TARGETS[k], fields(r)) for k, r in kept.adds]
-    want = [(_TARGETS[k], fields(r)) for k, r in adds]
+    got = [(_TARGETS[k], exact_fields(r)) for k, r in kept.adds]
+    want = [(_TARGETS[k], exact_fields(r)) for k, r in adds]
     if got != want or kept.whole != whole:
         raise AssertionError(f"job {job.uid}: the queue account kept from the last session {got} "
                              f"(whole {kept.whole}) differs from its own now {want} (whole {whole})")
