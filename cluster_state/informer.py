@@ -141,7 +141,8 @@ class Informer:
                        _apply_page) -- and deliveries through the FIFO refreeze (gc.collect(1) +
                        gc.freeze()) after every this many; so the objects received since the
                        last freeze -- all a full collection would walk -- stay few
-                       (INSTANCE_GC_REFREEZE_EVERY); None: freeze once
+                       (INSTANCE_GC_REFREEZE_EVERY); None: freeze once. Neither happens while
+                       another holder has the automatic GC paused (cluster_state/gcpause.py)
     """
 
     def __init__(self, client: Any, kind: str, *, namespace: str | None = None,
@@ -315,7 +316,8 @@ class Informer:
 
     def _count_for_refreeze(self, n: int) -> None:
         self._since_freeze += n
-        if self._since_freeze >= self.gc_refreeze_every and self.has_synced():
+        if self._since_freeze >= self.gc_refreeze_every and self.has_synced() \
+                and gcpause.paused_depth() == 0:   # (not while another holds a pause: _apply_page)
             self._since_freeze = 0
             self._refreeze()
 
@@ -342,7 +344,12 @@ class Informer:
         if not step:
             return self._apply_entries(entries, received)
         rv = self.reflector.last_synced_rv
-        freeze = self.has_synced()   # before sync: freeze_gc_on_sync's collect + freeze comes first
+        # before sync: freeze_gc_on_sync's collect + freeze comes first. While another holder has
+        # the GC paused (a scheduling session, whose clones are all young then), a collection
+        # would walk that holder's objects -- hundreds of thousands at bench-scale size, with
+        # the GIL held -- and the freeze would keep them, and their cycles, for good: the page
+        # goes under the pause as it is, and what it decoded is frozen after the next page.
+        freeze = self.has_synced() and gcpause.paused_depth() == 0
         for i in range(0, len(entries), step):
             if freeze:
                 self._collect_young()

@@ -217,3 +217,57 @@ def test_the_first_list_runs_with_the_automatic_gc_paused(redis_url, key_prefix)
         gc.enable()
         gc.unfreeze()
     assert seen == {"a": [False], "b": [False], "plain": [True]}
+
+
+def test_no_collection_or_freeze_while_another_holder_pauses_the_gc(redis_url, key_prefix, monkeypatch):
+    """A scheduling session pauses the automatic GC while it clones the cache: its objects are
+    all young then. A page applied meanwhile neither collects (that would walk the session's
+    objects) nor freezes (that would keep them and their cycles for good); the first page after
+    the pause collects and freezes as usual. Both paths: pages applied at once, and deliveries
+    through the FIFO (refreeze every N)."""
+    from cluster_state import gcpause
+    saved = gc.get_threshold()
+    log: list = []
+    monkeypatch.setattr(Informer, "_collect_young", staticmethod(lambda: log.append("collect")))
+    monkeypatch.setattr(Informer, "_freeze", staticmethod(lambda: log.append("freeze")))
+    monkeypatch.setattr(Informer, "_refreeze", staticmethod(lambda: log.append("refreeze")))
+
+    def on_add(obj, initial):
+        log.append(("add", obj["metadata"]["name"]))
+
+    async def main(tag, **kw):
+        c = AsyncApiClient.from_url(redis_url, f"{key_prefix}-{tag}")
+        try:
+            inf = Informer(c, "Pod", block_ms=50, watch_count=1000, freeze_gc_on_sync=True,
+                           gc_refreeze_every=3, **kw)
+            inf.add_event_handler(on_add=on_add)
+            await inf.start()
+            assert await inf.wait_for_sync(30)
+            del log[:]
+            gcpause.begin()            # the other holder: a session
+            try:
+                for i in range(4):
+                    await c.create(pod(f"{tag}{i}"))
+                await _store_reaches(inf, 4)
+                during = list(log)
+            finally:
+                gcpause.end()
+            del log[:]
+            for i in range(4, 7):
+                await c.create(pod(f"{tag}{i}"))
+            await _store_reaches(inf, 7)
+            await inf.stop()
+            return during, list(log)
+        finally:
+            await c.close()
+
+    try:
+        during, after = asyncio.run(main("d"))
+        assert during == [("add", f"d{i}") for i in range(4)]
+        assert "collect" in after and "freeze" in after
+        during, after = asyncio.run(main("q", hook=DelayHook(lambda d: 0.0)))
+        assert during == [("add", f"q{i}") for i in range(4)]
+        assert "refreeze" in after
+    finally:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
