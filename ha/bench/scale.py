@@ -391,6 +391,7 @@ def _measure(url: str, sz: Sizes) -> dict:
             api.create(_pending_job(j, sz)[0])
         rv0 = api.current_resource_version()
         api.close()
+        _note(f"the living cluster is up; {sz.pending // sz.gang} pending PodGroups created")
         raw = RawWatch(url, prefix, rv0)
         raw.start()
         ray.get([a.stats.remote(staleness_window="scale") for a in actors.values()], timeout=60)
