@@ -18,7 +18,9 @@ Then, in one run, each figure beside its baseline:
   Ray's core worker, the imported code).
 * **session p50 / p99** — the leader's session durations, sampled from its stats (every session the
   poll saw), while the 1,000 pending tasks exist and the living cluster runs (``ha.runtime.cluster``:
-  kubelet, job controller, workload generator at a steady rate of small gangs that do fit).
+  kubelet, job controller, workload generator at a steady rate of small gangs that do fit; the
+  window opens once it has listed the pods and acted on them once, the pending PodGroups created
+  then).
   Baseline: the same leader's sessions before the pending PodGroups existed (same nodes, same
   bound pods, no pending work).
 * **staleness p99** — write → applied to each instance's cache for the pods the workload created
