@@ -505,7 +505,13 @@ class JobInfo:
         return r
 
     def is_pending(self) -> bool:
-        return self.pod_group is None or self.pod_group_phase in (PodGroupPhase.PENDING, "")
+        # pod_group_phase in (Pending, ""), without the property: enqueue, allocate and backfill
+        # ask it of every job each session
+        pg = self.pod_group
+        if pg is None:
+            return True
+        phase = (pg.get("status") or _EMPTY).get("phase")
+        return not phase or phase == PodGroupPhase.PENDING
 
     def has_pending_tasks(self) -> bool:
         return self._n(PENDING) != 0

@@ -186,7 +186,8 @@ class FitErrors:
 
     def __init__(self) -> None:
         self._nodes: dict[str, FitError] = {}
-        self._scan: tuple | None = None   # (task ns, task name, names, codes, statuses, own)
+        # (task ns, task name, names, codes, statuses, own, counts per code or None)
+        self._scan: tuple | None = None
         self.hyper_node = ""
         self.err = ""
         self._msg: str | None = None
@@ -195,7 +196,7 @@ class FitErrors:
     @property
     def nodes(self) -> dict[str, FitError]:
         if self._scan is not None:
-            ns, name, names, codes, statuses, own = self._scan
+            ns, name, names, codes, statuses, own, _ = self._scan
             self._scan = None
             out: dict[str, FitError] = {}
             for node, code in zip(names, codes):
@@ -205,10 +206,14 @@ class FitErrors:
         return self._nodes
 
     def set_scan(self, task_namespace: str, task_name: str, names: list[str], codes: list[int],
-                 statuses: list[Status], own: dict[str, FitError]) -> None:
-        """Every node of one scan at once (see the class docstring); replaces what was set."""
+                 statuses: list[Status], own: dict[str, FitError],
+                 counts: list[int] | None = None) -> None:
+        """Every node of one scan at once (see the class docstring); replaces what was set.
+        ``counts``: how many nodes carry each status (``counts[c]``: the codes equal to c), when
+        the caller has them at hand; else they are counted from ``codes`` when needed."""
         self._nodes = {}
-        self._scan = (task_namespace, task_name, list(names), list(codes), list(statuses), dict(own))
+        self._scan = (task_namespace, task_name, list(names), list(codes), list(statuses), dict(own),
+                      None if counts is None else list(counts))
         self._msg = None
 
     def set_error(self, err: str) -> None:
@@ -235,9 +240,10 @@ class FitErrors:
     def _reason_counts(self) -> dict[str, int]:
         hist: dict[str, int] = {}
         if self._scan is not None:
-            _, _, _, codes, statuses, own = self._scan
-            for c, k in Counter(codes).items():
-                if c >= 0:
+            _, _, _, codes, statuses, own, counts = self._scan
+            per_code = enumerate(counts) if counts is not None else Counter(codes).items()
+            for c, k in per_code:
+                if c >= 0 and k:
                     r = statuses[c].reason
                     if r:
                         hist[r] = hist.get(r, 0) + k
@@ -251,7 +257,7 @@ class FitErrors:
 
     def get_unschedulable_and_unresolvable_nodes(self) -> set[str]:
         if self._scan is not None:
-            _, _, names, codes, statuses, own = self._scan
+            _, _, names, codes, statuses, own, _ = self._scan
             hit = {c for c, st in enumerate(statuses) if st.code == StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE}
             return ({n for n, c in zip(names, codes) if c in hit}
                     | {n for n, fe in own.items() if fe.status.contains_unschedulable_and_unresolvable()})
