@@ -32,8 +32,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_WORKER_BASES: set[int] = set()
+
+
+def _worker_port_base() -> int:
+    """The first of a node's 61 worker ports, below the kernel's ephemeral range: the ports
+    ``_free_port`` draws, and those Ray places at random, come from that range and so never fall
+    into a node's worker range (Ray refuses to start a node whose ports overlap: seen once, the
+    dashboard agent's port inside it); no two nodes of a test share a range."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    while True:
+        base = rng.randrange(20000, max(20200, low - 100), 100)
+        if base not in _WORKER_BASES:
+            _WORKER_BASES.add(base)
+            return base
+
+
 def _node_args(temp_dir: str) -> list[str]:
-    base = random.Random(os.getpid() ^ time.monotonic_ns()).randrange(20000, 60000, 100)
+    base = _worker_port_base()
     return ["--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "1",
             "--node-manager-port", str(_free_port()), "--object-manager-port", str(_free_port()),
             "--min-worker-port", str(base), "--max-worker-port", str(base + 60),
