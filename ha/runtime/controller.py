@@ -152,12 +152,9 @@ class JobController:
         """The jobs to reconcile this tick: the index of pods by job brought up to the Pod
         mirror (slots remembered from each changed pod, in the mirror's order), the changed
         PodGroups, and the jobs carried over from the last tick."""
-        prelisted, pkeys = self._pod_changes.drain()
-        grelisted, gkeys = self._pg_changes.drain()
+        pkeys = self._pod_changes.drain()
         objects = self.pods.objects
         dirty = self._dirty
-        if prelisted:
-            pkeys = list({**dict.fromkeys(self._job_of), **dict.fromkeys(objects)})
         gone = [k for k in pkeys if k not in objects]
         for pkey in gone + self.pods.in_order(pkeys):
             pod = objects.get(pkey)
@@ -184,9 +181,7 @@ class JobController:
             slots = self._slots.get(new)
             if slots is not None:   # else the job's reconcile remembers all its pods at once
                 self._remember(slots, pod)
-        if grelisted:
-            gkeys = list({**dict.fromkeys(self._slots), **dict.fromkeys(self.podgroups.objects)})
-        for gkey in gkeys:
+        for gkey in self._pg_changes.drain():
             dirty[gkey] = None
         return dirty
 

@@ -158,11 +158,8 @@ class Kubelet:
     def _take_changes(self, now: float) -> None:
         """Bring ``_waiting`` (the pods a tick must look at) up to the mirror; forget the pods
         that are gone (or replaced by another uid under the same name)."""
-        relisted, keys = self._changes.drain()
         objects = self.pods.objects
-        if relisted:
-            keys = list({**dict.fromkeys(self._uid_of), **dict.fromkeys(objects)})
-        for key in keys:
+        for key in self._changes.drain():
             pod = objects.get(key)
             old_uid = self._uid_of.get(key)
             uid = ((pod.get("metadata") or {}).get("uid") or "") if pod is not None else None

@@ -5,9 +5,9 @@ hooks, no delivery log, so they use this small loop (list, then watch from the l
 → relist) instead of the informer. Corrupt stream entries are counted and skipped.
 
 Each reader of a mirror subscribes to its changes (``changes()``: the keys an event touched since
-that reader last drained them, or "everything" after a relist), as a client-go controller's work
-queue holds the keys its handlers saw: the kubelet and the job controller then look at what
-changed, not at all 100,000 pods every tick. ``in_order`` gives any subset of keys in the order a
+that reader last drained them; a relist reports every key it replaced or listed), as a client-go
+controller's work queue holds the keys its handlers saw: the kubelet and the job controller then
+look at what changed, not at all 100,000 pods every tick. ``in_order`` gives any subset of keys in the order a
 walk of ``objects`` would meet them, so what they write comes out in the order a full walk wrote it.
 """
 from __future__ import annotations
@@ -25,17 +25,16 @@ def obj_key(obj: dict) -> tuple[str, str]:
 
 
 class Changes:
-    """The keys of one mirror touched since the last ``drain()``, for one reader. A new
-    subscription starts out ``relisted``: the reader has seen nothing yet."""
+    """The keys of one mirror touched since the last ``drain()``, for one reader: a new
+    subscription starts with every key the mirror holds (the reader has seen none of them), a
+    relist adds every key it replaced or listed."""
 
-    def __init__(self) -> None:
-        self.relisted = True
-        self.keys: dict[tuple[str, str], None] = {}
+    def __init__(self, keys=()) -> None:
+        self.keys: dict[tuple[str, str], None] = dict.fromkeys(keys)
 
-    def drain(self) -> tuple[bool, list[tuple[str, str]]]:
-        """(everything may have changed, the keys touched); both reset."""
-        out = (self.relisted, list(self.keys))
-        self.relisted, self.keys = False, {}
+    def drain(self) -> list[tuple[str, str]]:
+        out = list(self.keys)
+        self.keys = {}
         return out
 
 
@@ -57,7 +56,7 @@ class KindMirror:
 
     def changes(self) -> Changes:
         """A new reader's subscription to this mirror's changes."""
-        ch = Changes()
+        ch = Changes(self.objects)
         self._readers.append(ch)
         return ch
 
@@ -69,13 +68,14 @@ class KindMirror:
     async def relist(self) -> None:
         res = await self.api.list(self.kind)
         fresh = {obj_key(o): o for o in res.items}
-        self.objects = fresh
+        old, self.objects = self.objects, fresh
         self._place = {k: i for i, k in enumerate(fresh)}
         self._next_place = len(fresh)
         self.rv = int(res.resource_version)
         self.relists += 1
-        for ch in self._readers:
-            ch.relisted, ch.keys = True, {}
+        for ch in self._readers:   # gone, changed or new: what was there and what is
+            ch.keys.update(dict.fromkeys(old))
+            ch.keys.update(dict.fromkeys(fresh))
 
     async def sync(self, block_ms: int | None = None) -> int:
         """Apply the events available now (waiting up to ``block_ms``); returns how many."""

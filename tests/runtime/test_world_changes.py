@@ -81,8 +81,9 @@ class World:
             await self.pods.sync(block_ms=20)
             await self.pgs.sync(block_ms=5)
         if self.walk_everything:
-            for ch in self.kubelet._changes, self.ctrl._pod_changes, self.ctrl._pg_changes:
-                ch.relisted = True
+            for ch, mirror in ((self.kubelet._changes, self.pods), (self.ctrl._pod_changes, self.pods),
+                               (self.ctrl._pg_changes, self.pgs)):
+                ch.keys.update(dict.fromkeys(mirror.objects))
         try:   # as the cluster's world loop: a failed tick is counted, the next one goes on
             await self.kubelet.tick()
             await self.ctrl.tick()
@@ -209,8 +210,8 @@ async def test_acting_on_changes_writes_what_walking_everything_wrote(redis_url,
 
 
 async def test_what_is_gone_is_forgotten(redis_url, key_prefix):
-    """A pod deleted, a name re-used by a new pod, a PodGroup deleted: nothing of the old
-    ones stays in the kubelet's or the controller's books."""
+    """A pod deleted, a name re-used by a new pod, a PodGroup deleted (the last learnt from a
+    relist): nothing of the old ones stays in the kubelet's or the controller's books."""
     clock = [0.0, 0.0]
     api = await _client(redis_url, key_prefix)
     w = World(api, walk_everything=False, clock=clock)
@@ -234,11 +235,11 @@ async def test_what_is_gone_is_forgotten(redis_url, key_prefix):
         clock[0] += 0.2     # j-1 is due (0.6 s); the new j-0 is not (0.2 s)
         started = [e[2] for e in await w.step(False) if e[:2] == ("update_status", "Pod")]
         assert started == ["j-1"]
-        # everything deleted: the books are empty
+        # everything deleted, and learnt from a relist (no DELETED event seen): the books are empty
         await api.delete("PodGroup", "j", "default")
         for name in ("j-0", "j-1"):
             await api.delete("Pod", name, "default", grace_period_seconds=0)
-        await w.step(False)
+        await w.step(True)
         assert not w.kubelet._uid_of and not w.kubelet._waiting
         assert not w.kubelet._bound_seen and not w.kubelet._running_since
         assert not w.ctrl._job_of and not w.ctrl._pods_of and not w.ctrl._slots
