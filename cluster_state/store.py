@@ -49,6 +49,7 @@ _packb = msgpack.packb
 # retries of read-modify-write operations (bind, patch, graceful delete) on a racing writer,
 # like the apiserver's GuaranteedUpdate loop
 MAX_RETRIES = 16
+STATUS_CHUNK = 50        # /status writes per Lua call in update_status_many, pipelined likewise
 BIND_CHUNK = 50          # binds per Lua call in bind_many, calls pipelined (Stream): the client
                          # decodes chunk k's pods while Redis binds chunk k+1
 FINALIZE_BATCH = 1000
@@ -59,7 +60,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"   # the watch-list bookmark's a
 RV_MATCHES = ("NotOlderThan", "Exact")
 # the operations both clients expose as ``client.<op>(...)`` (watch stays hand-written in each
 # client: its read path is tuned there)
-API_OPS = ("create", "get", "list", "update", "update_status", "patch_annotations", "bind",
+API_OPS = ("create", "get", "list", "update", "update_status", "update_status_many", "patch_annotations", "bind",
            "bind_many", "delete", "evict", "finalize_deletions", "watch_list",
            "current_resource_version", "compact")
 
@@ -185,16 +186,20 @@ def _ref(info: KindInfo, key: str) -> dict:
 
 
 def _raise_for(code: int, rv: int, info: KindInfo, key: str, what: str) -> None:
+    raise _error_for(code, rv, info, key, what)
+
+
+def _error_for(code: int, rv: int, info: KindInfo, key: str, what: str) -> ApiError:
     ref = _ref(info, key)
     if code == 404:
-        raise NotFound(f"{what}: not found", **ref)
+        return NotFound(f"{what}: not found", **ref)
     if code == 4091:
-        raise AlreadyExists(f"{what}: already exists (resourceVersion {rv})", resource_version=rv, **ref)
+        return AlreadyExists(f"{what}: already exists (resourceVersion {rv})", resource_version=rv, **ref)
     if code == 4092:
-        raise Conflict(f"{what}: the object has been modified (stored resourceVersion {rv}); "
-                       f"get the latest version and try again", field="metadata.resourceVersion",
-                       resource_version=rv, **ref)
-    raise ServerError(f"{what}: unexpected reply code {code}", **ref)
+        return Conflict(f"{what}: the object has been modified (stored resourceVersion {rv}); "
+                        f"get the latest version and try again", field="metadata.resourceVersion",
+                        resource_version=rv, **ref)
+    return ServerError(f"{what}: unexpected reply code {code}", **ref)
 
 
 def _input_object(obj: object) -> object:
@@ -672,6 +677,54 @@ class Store:
         if code:
             _raise_for(code, new_rv, info, key, "update_status")
         return self._decode_stored(new, info, key)
+
+    def update_status_many(self, objs: list) -> Op:
+        """Many /status writes in one request: per item, in order, what :meth:`update_status`
+        would return (the stored object) or the ``ApiError`` it would raise. Each write is its own:
+        its own resourceVersion precondition and event, a failed one (stale, gone, invalid)
+        leaving the others be. They run as lua/apply.lua's T op, ``STATUS_CHUNK`` to a script,
+        the scripts pipelined: a session's thousand condition writes cost a few round trips
+        instead of a thousand (what a client with many workers gets from the API server, without
+        a thousand replies to wait for)."""
+        if not isinstance(objs, (list, tuple)):
+            raise BadRequest(f"update_status_many: expected a list of objects, got {type(objs).__name__}",
+                             field="<body>")
+        results: list[Any] = [None] * len(objs)
+        todo: list[tuple[int, KindInfo, str, tuple]] = []
+        for i, o in enumerate(objs):
+            try:
+                obj, info, key = normalise(_input_object(o))
+            except ApiError as e:
+                results[i] = e
+                continue
+            rv = obj["metadata"].get("resourceVersion")
+            blob, slen = encode(obj)
+            todo.append((i, info, key, ("T", info.name, key, rv_bytes(rv) if rv else "", blob, slen, "")))
+        if not todo:
+            return results
+        chunks = [todo[j:j + STATUS_CHUNK] for j in range(0, len(todo), STATUS_CHUNK)]
+        done = [False] * len(chunks)
+
+        def handle(k: int, raw: list) -> None:
+            done[k] = True
+            for j, (i, info, key, _op) in enumerate(chunks[k]):
+                code, rv, new = raw[3 * j], raw[3 * j + 1], raw[3 * j + 2]
+                if code:
+                    results[i] = _error_for(code, rv, info, key, "update_status")
+                    continue
+                try:
+                    results[i] = self._decode_stored(new, info, key)
+                except ApiError as e:
+                    results[i] = e
+
+        if len(chunks) == 1:
+            replies = [(yield self._apply([t[3] for t in chunks[0]]))]
+        else:
+            replies = yield Stream((self._apply([t[3] for t in c]) for c in chunks), on_reply=handle)
+        for k, raw in enumerate(replies):
+            if not done[k]:
+                handle(k, raw)
+        return results
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                grace_period_seconds: int | None = None, resource_version: int | None = None,

@@ -14,8 +14,10 @@ the schedule once ``set_epoch`` is called, or by the nemesis with ``activate``/`
   call ``crash(point)`` — the environment's process exit — before the write (``bind_many``: after
   its first binding), so nothing of the commit after the point happens.
 
-Draws come from ``ScheduledFault.rng(instance, "api", verb)`` (seeded per fault). Other attributes
-pass through. The wrapper pickles (the chaos object does; the inner client is created in place).
+Draws come from ``ScheduledFault.rng(instance, "api", verb)`` (seeded per fault).
+``update_status_many`` (a batch of /status writes) is not a verb of its own: under chaos it is made
+one ``update_status`` call per item, so a fault on ``update_status`` covers every item. Other
+attributes pass through. The wrapper pickles (the chaos object does; the inner client is created in place).
 """
 from __future__ import annotations
 
@@ -173,8 +175,23 @@ class ChaosApiClient:
         self.chaos = chaos
         self._sleep = sleep
 
+    def _update_status_many(self, objs: list) -> list:
+        """A batch of /status writes under chaos is what it stands for: one ``update_status`` call
+        per item, each through the faults (its own coin from the ``update_status`` stream, its own
+        delay, the crash points), results and errors in the items' slots."""
+        from cluster_state.errors import ApiError
+        out: list = []
+        for o in objs:
+            try:
+                out.append(self.__getattr__("update_status")(o))
+            except ApiError as e:
+                out.append(e)
+        return out
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name == "update_status_many":
+            return self._update_status_many
         if name not in _VERBS:
             return attr
         chaos = self.chaos
@@ -208,8 +225,20 @@ class ChaosApiClient:
 
 
 class AsyncChaosApiClient(ChaosApiClient):
+    async def _update_status_many(self, objs: list) -> list:
+        from cluster_state.errors import ApiError
+        out: list = []
+        for o in objs:
+            try:
+                out.append(await self.__getattr__("update_status")(o))
+            except ApiError as e:
+                out.append(e)
+        return out
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name == "update_status_many":
+            return self._update_status_many
         if name not in _VERBS:
             return attr
         chaos = self.chaos

@@ -191,6 +191,36 @@ class InstanceIO:
         self._rec("status", key, uid, nnn, True, None, False)
         return out
 
+    def update_pod_status_many(self, pods: list[dict]) -> list:
+        """``update_pod_status`` for many pods in one request: per pod, in order, the stored pod or
+        the ``IOError_`` its write would raise; recorded and counted each as its own write."""
+        if self._dry_run():
+            out: list = []
+            for pod in pods:
+                self.counters.add("dry_run_ops")
+                self._rec("status", _pod_key(pod), (pod.get("metadata") or {}).get("uid"),
+                          (pod.get("status") or {}).get("nominatedNodeName"), False, "dry-run", True)
+                out.append(IOError_("dry-run: not written"))
+            return out
+        try:
+            got = self.inner.update_pod_status_many(pods)
+        except Exception as e:  # noqa: BLE001 - the request as a whole failed: every pod did
+            got = [e] * len(pods)
+        out = []
+        for pod, res in zip(pods, got):
+            key = _pod_key(pod)
+            uid = (pod.get("metadata") or {}).get("uid")
+            nnn = (pod.get("status") or {}).get("nominatedNodeName")
+            if isinstance(res, Exception):
+                self.counters.add("status_errors")
+                self._rec("status", key, uid, nnn, False, str(res), False)
+                out.append(IOError_(str(res)))
+                continue
+            self.counters.add("status_writes")
+            self._rec("status", key, uid, nnn, True, None, False)
+            out.append(res)
+        return out
+
     def update_pod_group(self, pg: dict) -> dict:
         key = _pod_key(pg)
         phase = (pg.get("status") or {}).get("phase")

@@ -21,9 +21,10 @@ An environment has:
   worker: Volcano's ``wait.Until(processBindTask, 20ms)``) — ``start()``, ``idle()``,
   ``wait_idle_blocking(timeout)``, ``async stop(timeout) -> bool``; an asyncio task stepping in a
   fixed order under the virtual clock in a simulation;
-* ``status_writer(name)``: what runs a session's write-back calls (``run(calls)``, ``close()``):
-  16 threads in live (as Volcano's job updater's workers); None in a simulation (in order, in
-  the session);
+* ``status_writer(name, batch_events=...)``: what runs a session's write-back calls
+  (``run(calls)``, ``close()``): 16 threads in live (as Volcano's job updater's workers), the
+  PodScheduled conditions of every job sent in one request when ``batch_events``; None in a
+  simulation (in order, in the session);
 * ``api_clients(server, url, prefix) -> (async client, sync client)``: the API clients under the
   run's :class:`cluster_state.apiserver.ApiServerConfig` (Redis in live; the in-memory store in a
   simulation);
@@ -75,7 +76,7 @@ class Environment(Protocol):
     def polling_worker(self, name: str, step: Callable[[], bool], period_s: float, *,
                        pending: Callable[[], bool] | None = None) -> PollingWorker: ...
     def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]: ...
-    def status_writer(self, name: str) -> Any: ...
+    def status_writer(self, name: str, *, batch_events: bool = True) -> Any: ...
     def new_id(self) -> str: ...
     def crash(self, reason: str) -> None: ...
 
@@ -169,10 +170,20 @@ class _ThreadStatusWriter:
     and three instances sharing two cores, the session that wrote 1,100 statuses closed in
     540 ms on 16 threads and in 880 ms on 4 (single runs of ``bench scale``); on an idle machine
     4 threads are the quicker (1,000 writes: 190-280 ms in a row, 170-180 ms on 4, 270-280 ms
-    on 16), a write there being mostly the interpreter's work rather than a wait."""
+    on 16), a write there being mostly the interpreter's work rather than a wait.
 
-    def __init__(self, name: str, workers: int = 16):
+    With ``batch_events`` the job updater gives the threads only the PodGroup writes and sends
+    the pods' conditions in one pipelined request: 16 threads each waiting for a reply had to
+    win the interpreter back from the informer taking the writes' echoes, every time (one
+    process, a thread spinning beside them: 1,000 single writes took 0.9-1.2 s on 16 threads,
+    6 s in a row); the close of ``bench scale``'s burst session went from 290-582 ms to
+    224-405 ms (BENCHMARKS.md)."""
+
+    def __init__(self, name: str, workers: int = 16, *, batch_events: bool = True):
         self.workers = workers
+        # the job updater may send every job's condition writes in one request (job_updater.py);
+        # off where each write must stay a call of its own (API faults draw per call)
+        self.batch_events = batch_events
         self._ex: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
 
     def run(self, calls: list[Callable[[], None]]) -> None:
@@ -207,8 +218,8 @@ class LiveEnvironment:
                        pending: Callable[[], bool] | None = None) -> _ThreadPollingWorker:
         return _ThreadPollingWorker(name, step, period_s, pending=pending)
 
-    def status_writer(self, name: str) -> _ThreadStatusWriter:
-        return _ThreadStatusWriter(name)
+    def status_writer(self, name: str, *, batch_events: bool = True) -> _ThreadStatusWriter:
+        return _ThreadStatusWriter(name, batch_events=batch_events)
 
     def api_clients(self, server: Any, url: str, prefix: str) -> tuple[Any, Any]:
         return server.async_client(url, prefix), server.sync_client(url, prefix)

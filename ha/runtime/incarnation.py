@@ -182,8 +182,10 @@ class Incarnation:
         self.session_worker = env.serial_worker(f"{cfg.name}-session")
         # a session's write-back: in parallel in live (Volcano's job updater), in order in a sim
         # (an environment without one: in order, in the session)
+        # (the conditions of every job in one request, unless API faults must meet each write)
         writer = getattr(env, "status_writer", None)
-        self.cache.status_writer = writer(f"{cfg.name}-status") if writer is not None else None
+        self.cache.status_writer = None if writer is None else \
+            writer(f"{cfg.name}-status", batch_events=owner.chaos.api_chaos is None)
         cache = self.cache
         self.bind_worker = env.polling_worker(f"{cfg.name}-bind", cache.process_bind_task, BIND_PERIOD_S,
                                               pending=lambda: bool(cache.bind_queue))

@@ -163,6 +163,23 @@ class ApiServerIO:
                                      "rv": out["metadata"].get("resourceVersion")})
         return out
 
+    def update_pod_status_many(self, pods: list[dict]) -> list:
+        """Many ``update_pod_status`` in one request (``update_status_many``): per pod, in order,
+        the stored pod or the ``SchedulerIOError`` its write would raise; counted and reported
+        each as its own write."""
+        out: list = []
+        for pod, res in zip(pods, self.api.update_status_many(pods)):
+            key = _key(pod)
+            if isinstance(res, ApiError):
+                out.append(self._fail("status", key, res, "status_errors"))
+                continue
+            self._count("status_writes")
+            st = pod.get("status") or {}
+            self._report("status", key, {"ok": True, "nominatedNodeName": st.get("nominatedNodeName", ""),
+                                         "rv": res["metadata"].get("resourceVersion")})
+            out.append(res)
+        return out
+
     def update_pod_group(self, pg: dict) -> dict:
         key = _key(pg)
         md = pg.get("metadata") or {}

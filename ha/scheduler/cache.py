@@ -82,6 +82,25 @@ HANDLER_STEMS: dict[str, str] = {"Pod": "pod", "Node": "node", "PodGroup": "pod_
                                  "PriorityClass": "priority_class", "HyperNode": "hyper_node"}
 
 
+@dataclass
+class StatusWrite:
+    """What a job's UpdateJobStatus sends at session close: ``head`` (the PodGroup write and the
+    job's hyper-node fields in the cache; raises what the PodGroup write raises) and then
+    ``events``, the (task, pod) of each PodScheduled condition or nomination that changed.
+    Calling it does both in Volcano's order, the events one write each, and stops after a
+    failed head. A status writer may instead run the heads of many jobs and then send their
+    events together (``SchedulerCache.write_unschedulable_many``)."""
+    head: Callable[[], None] | None
+    events: list
+    cache: "SchedulerCache"
+
+    def __call__(self) -> None:
+        if self.head is not None:
+            self.head()
+        for t, new_pod in self.events:
+            self.cache._write_unschedulable(t, new_pod)
+
+
 class SchedulerCache:
     """The informer-fed cache of one scheduler instance.
 
@@ -1058,7 +1077,7 @@ class SchedulerCache:
         if not (write_pg or update_job_info or events):
             return None
 
-        def write() -> None:
+        def head() -> None:
             if write_pg:
                 pg = self.status_updater.update_pod_group(job.pod_group)
                 if pg is not None:
@@ -1069,9 +1088,7 @@ class SchedulerCache:
                     if cj is not None:
                         cj.allocated_hyper_node = job.allocated_hyper_node
                         cj.sub_job_allocated_hyper_node = job.sub_job_allocated_hyper_node
-            for t, new_pod in events:
-                self._write_unschedulable(t, new_pod)
-        return write
+        return StatusWrite(head if (write_pg or update_job_info) else None, events, self)
 
     def record_job_status_event(self, job: JobInfo, update_pg: bool = False) -> None:
         """For every Allocated, Pending and Pipelined task of the (session) job: PodScheduled=False
@@ -1107,6 +1124,19 @@ class SchedulerCache:
                 if new_pod is not None:
                     out.append((t, new_pod))
         return out
+
+    def write_unschedulable_many(self, events: list) -> None:
+        """The (task, pod) condition writes of many jobs in one request to the status updater
+        (``update_pod_status_many``); each failed one is counted and logged as one write's."""
+        if not events:
+            return
+        try:
+            got = self.status_updater.update_pod_status_many([p for _t, p in events])
+        except Exception as e:  # noqa: BLE001 - the request failed as a whole: every write did
+            got = [e] * len(events)
+        for (t, _p), res in zip(events, got):
+            if isinstance(res, Exception):
+                self._status_write_failed(t, res)
 
     def _write_unschedulable(self, task: TaskInfo, new_pod: dict) -> None:
         try:

@@ -326,7 +326,7 @@ class SimEnvironment:
                        pending: Callable[[], bool] | None = None) -> _TaskPollingWorker:
         return _TaskPollingWorker(self, name, step, period_s, pending)
 
-    def status_writer(self, name: str) -> None:
+    def status_writer(self, name: str, *, batch_events: bool = True) -> None:
         # a session's write-back calls run in order in the session, as every write of the sim does
         return None
 

@@ -171,3 +171,33 @@ def test_an_unarmed_crash_point_does_nothing(api):
         api.create(make_pod(n))
     c.bind_many([(NS, n, "node-1") for n in ("h-0", "h-1")])
     assert crashes == []
+
+
+def test_a_batch_of_status_writes_meets_the_update_status_faults_item_by_item(api):
+    """``update_status_many`` is no way round the faults: under chaos each item is one
+    ``update_status`` call -- the same coins, in the same order, as the writes one at a time."""
+    def run(tag: str, batch: bool) -> list[bool]:
+        s = sched({"at": 0, "fault": "api-conflict", "target": I1, "probability": 0.5,
+                   "verbs": ["update_status"]}, seed=7)
+        c = ChaosApiClient(api, ApiChaos(I1, s.faults, epoch=time.time()))
+        pods = [api.create(make_pod(f"{tag}-{i}")) for i in range(12)]
+        for p in pods:
+            p["status"]["nominatedNodeName"] = "node-1"
+        if batch:
+            res = c.update_status_many(pods)
+        else:
+            res = []
+            for p in pods:
+                try:
+                    res.append(c.update_status(p))
+                except Conflict as e:
+                    res.append(e)
+        lost = [isinstance(r, Conflict) for r in res]
+        for p, l in zip(pods, lost):      # the losers were not written, the rest were
+            got = api.get("Pod", p["metadata"]["name"], NS)["status"].get("nominatedNodeName") or None
+            assert got == (None if l else "node-1")
+        return lost
+
+    one, many = run("one", False), run("many", True)
+    assert many == one
+    assert 0 < sum(many) < len(many)

@@ -150,8 +150,8 @@ class Driver:
         op = r.choices(
             ["create_pod", "create_other", "get", "update", "update_status", "bind", "bind_many",
              "patch", "delete", "evict", "finalize", "tick", "list", "list_paged", "list_continue",
-             "list_rv", "watch", "watch_list", "compact", "current"],
-            weights=[10, 3, 4, 8, 6, 7, 2, 3, 5, 2, 3, 3, 3, 3, 2, 4, 6, 2, 1, 1])[0]
+             "list_rv", "watch", "watch_list", "compact", "current", "update_status_many"],
+            weights=[10, 3, 4, 8, 6, 7, 2, 3, 5, 2, 3, 3, 3, 3, 2, 4, 6, 2, 1, 1, 3])[0]
         if op == "create_pod":
             self.both("create", self._pod())
         elif op == "create_other":
@@ -198,6 +198,20 @@ class Driver:
             if r.random() < 0.4:
                 new["metadata"].pop("resourceVersion", None)
             self.both("update_status", new)
+        elif op == "update_status_many":
+            news = []
+            for _ in range(r.randint(1, 4)):
+                o = self._known("Pod")
+                if o is None:
+                    return
+                new = {**o, "metadata": dict(o["metadata"]), "status": dict(o.get("status") or {})}
+                new["status"]["phase"] = r.choice(["Pending", "Running"])
+                if r.random() < 0.3:
+                    new["metadata"].pop("resourceVersion", None)
+                news.append(new)
+            if r.random() < 0.3:
+                news.append(news[0])     # a pod written twice: the second is stale after the first
+            self.both("update_status_many", news)
         elif op == "bind":
             o = self._known("Pod") if r.random() < 0.3 else None
             uid = o["metadata"].get("uid") if o else None
@@ -334,7 +348,8 @@ def test_the_runs_meet_every_outcome_in_the_contract(redis_url, key_prefix):
                  "NotFound:None", "AlreadyExists:None", "TooLargeResourceVersion:resourceVersion",
                  "Invalid:metadata.finalizers", "Invalid:metadata.deletionTimestamp",
                  "Invalid:spec.containers[0].resources.requests.cpu",
-                 "list", "create", "update", "update_status", "patch_annotations", "delete", "evict",
+                 "list", "create", "update", "update_status", "update_status_many", "patch_annotations",
+                 "delete", "evict",
                  "compact", "current_resource_version", "watch:ADDED", "watch:MODIFIED", "watch:DELETED",
                  "watch:BOOKMARK", "watch_list:BOOKMARK"):
         assert seen.get(want, 0) > 0, (want, sorted(seen))

@@ -137,6 +137,72 @@ def test_a_failed_podgroup_write_is_the_sessions_error_and_stops_that_jobs_write
     assert {k for k, _ in io.pod_group_writes} == {"ns/b", "ns/run"}
 
 
+class _BatchingWriter(_ReversingWriter):
+    batch_events = True
+
+
+def _batching_io(io):
+    """Give a RecordingIO the one-request condition writes: each batch recorded, each pod written
+    (or failed) as ``update_pod_status`` would, the failures in their slots."""
+    io.batches = []
+
+    def update_pod_status_many(pods):
+        io.batches.append([f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods])
+        out = []
+        for p in pods:
+            try:
+                out.append(io.update_pod_status(p))
+            except Exception as e:  # noqa: BLE001 - IOError_, in its slot
+                out.append(e)
+        return out
+    io.update_pod_status_many = update_pod_status_many
+    return io
+
+
+def test_a_batching_writer_runs_the_podgroup_writes_and_then_every_jobs_conditions_in_one_request():
+    c1, io1 = _two_gangs_cache()
+    run_session(c1, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    c2, io2 = _two_gangs_cache()
+    _batching_io(io2)
+    c2.status_writer = w = _BatchingWriter()
+    run_session(c2, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    assert w.batches == [3]                                   # the three PodGroup writes
+    assert io2.batches == [["ns/a1", "ns/a2", "ns/b1", "ns/b2"]]   # then the conditions, in job order
+    assert _writes(io1.pod_group_writes) == _writes(io2.pod_group_writes)
+    assert _writes(io1.status_writes) == _writes(io2.status_writes)
+
+
+def test_a_batching_writer_leaves_out_the_conditions_of_a_job_whose_podgroup_write_failed():
+    c, io = _two_gangs_cache()
+    _batching_io(io)
+    c.status_writer = _BatchingWriter()
+    real = io.update_pod_group
+
+    def update_pod_group(pg):
+        if pg["metadata"]["name"] == "a":
+            raise IOError("409 Conflict: PodGroup ns/a")
+        return real(pg)
+    io.update_pod_group = update_pod_group
+    io.fail_status["ns/b2"] = "409 Conflict: Pod ns/b2"
+    res = run_session(c, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+    assert [e for e in res.errors if "failed to update job" in e] == [
+        "failed to update job <ns/a>: 409 Conflict: PodGroup ns/a"]
+    assert io.batches == [["ns/b1", "ns/b2"]]
+    assert {k for k, _ in io.status_writes} == {"ns/b1"}
+    assert c.stats["status_write_errors"] == 1                # b2's failure, counted as one write's
+
+
+def test_a_writer_without_batching_or_an_updater_without_it_calls_job_by_job():
+    for batching_writer, batching_io in ((True, False), (False, True)):
+        c, io = _two_gangs_cache()
+        if batching_io:
+            _batching_io(io)
+        c.status_writer = w = _BatchingWriter() if batching_writer else _ReversingWriter()
+        run_session(c, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
+        assert w.batches == [3] and not getattr(io, "batches", None)
+        assert {k for k, _ in io.status_writes} == {"ns/a1", "ns/a2", "ns/b1", "ns/b2"}
+
+
 # ---- the status comparison is session.go's, field for field ---------------------------------------
 
 def _reference_updated(new, old):

@@ -10,7 +10,7 @@ writes of all jobs run together at the end, in parallel in a live instance.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from ha.scheduler.api import TaskStatus
 from ha.scheduler.api.helpers import COMPLETED_STATUSES as _COMPLETED, SCHEDULED_STATUSES as _SCHEDULED
@@ -90,13 +90,45 @@ def is_pod_group_status_updated(new: dict, old: dict) -> bool:
 _NONE: tuple = ()
 
 
+class _JobWrite:
+    """One job's write-back (the cache's ``StatusWrite``) with the job updater's error handling:
+    a failed PodGroup write is the session's recorded error, and the job's events are not sent
+    then. Called, it does the whole job; ``head_call`` does only the head (``head_ok`` says
+    whether the events may follow)."""
+    __slots__ = ("ssn", "job", "write", "head_ok")
+
+    def __init__(self, ssn: Any, job: Any, write: Any):
+        self.ssn, self.job, self.write = ssn, job, write
+        self.head_ok = write.head is None
+
+    def _failed(self, e: Exception) -> None:
+        job = self.job
+        self.ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
+
+    def __call__(self) -> None:
+        try:
+            self.write()
+        except Exception as e:  # noqa: BLE001 - Volcano logs a failed update and goes on
+            self._failed(e)
+
+    def head_call(self) -> None:
+        try:
+            self.write.head()
+        except Exception as e:  # noqa: BLE001
+            self._failed(e)
+            return
+        self.head_ok = True
+
+
 class JobUpdater:
     """``UpdateAll``: every session job's status worked out in turn, the API writes that follow
     (``cache.job_status_write``) handed together to the cache's ``status_writer`` -- in order, in
     this thread, when it has none (the simulation, the tests); in parallel in a live instance
     (``ha.runtime.environment``'s status writer), as Volcano's ``workqueue.ParallelizeUntil(16,
-    ...)`` does: a writer has ``run(calls)``, which returns when every call is done. A job's own
-    writes stay in their order; a failed one is the session's recorded error."""
+    ...)`` does: a writer has ``run(calls)``, which returns when every call is done. A writer
+    with ``batch_events`` runs only the PodGroup writes so, and then sends every job's condition
+    writes in one request. A job's own writes stay in their order; a failed PodGroup write is
+    the session's recorded error (and the job's conditions are not written)."""
 
     def __init__(self, ssn: Any):
         self.ssn = ssn
@@ -110,17 +142,25 @@ class JobUpdater:
             call = self.update_job(job)
             if call is not None:
                 calls.append(call)
-        pool = getattr(self.ssn.cache, "job_clones", None)
+        cache = self.ssn.cache
+        pool = getattr(cache, "job_clones", None)
         if pool is not None:
             pool.stats["settled_close"] += self.settled
-        writer = self.ssn.cache.status_writer
+        writer = cache.status_writer
         if writer is None:
             for call in calls:
                 call()
+        elif getattr(writer, "batch_events", False) and \
+                hasattr(cache.status_updater, "update_pod_status_many"):
+            # the PodGroup writes on the workers, then every job's condition writes in one
+            # request: an order the parallel calls could have taken too (each job's own writes
+            # stay in theirs), without a thousand replies to wait for one by one
+            writer.run([c.head_call for c in calls if c.write.head is not None])
+            cache.write_unschedulable_many([ev for c in calls if c.head_ok for ev in c.write.events])
         else:
             writer.run(calls)
 
-    def update_job(self, job: Any) -> Callable[[], None] | None:
+    def update_job(self, job: Any) -> "_JobWrite | None":
         """The job's new status into its PodGroup; returns the call that writes what changed
         (None: nothing to write). A reused job clone whose last verdict was "nothing" and whose
         close is what it was then is not worked out again (settled_close.py)."""
@@ -156,13 +196,7 @@ class JobUpdater:
             if not (update_pg or update_ann or update_info):
                 job.settled_close = settle(ssn, job, old, status)
             return None
-
-        def call() -> None:
-            try:
-                write()
-            except Exception as e:  # noqa: BLE001
-                ssn.record_error(f"failed to update job <{job.namespace}/{job.name}>: {e}")
-        return call
+        return _JobWrite(ssn, job, write)
 
     def _annotation_changed(self, job: Any) -> bool:
         key = JOB_ALLOCATED_HYPERNODE_ANNOTATION
