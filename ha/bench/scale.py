@@ -221,51 +221,70 @@ class RawWatch(threading.Thread):
 
 
 class SessionSampler:
-    """Polls every instance's stats: each new session of the leader seen is one sample of
-    ``last_session_ms`` (a session the poll skipped over is not sampled, and is counted)."""
+    """The leader's sessions, each one: every instance keeps a record of its sessions
+    (``sessions_since``), read here twice a second -- a light call, where polling the whole of
+    ``stats()`` four times a second to catch each session had cost the instances' event loops
+    CPU beside the sessions being measured. ``poll()`` (the full stats: counters, errors) runs at
+    the window's ends; the RSS is read from here (psutil) at each look."""
 
     def __init__(self, actors: dict):
         self.actors = actors
-        self.last: dict[str, int] = {}
+        self.seen: dict[str, int] = {}       # instance -> sessions read so far
         self.samples: list[float] = []
         # beside each sample: the session thread's CPU and its process's CPU meanwhile (ms)
         self.cpu: list[tuple[float | None, float | None]] = []
         self.phases: list[dict | None] = []    # and its phases: name -> [wall ms, thread CPU ms]
-        self.skipped = 0
+        self.skipped = 0                       # sessions whose record was gone when read
         self.rss_max: dict[str, int] = {}
         self.pids: dict[str, int] = {}
         self.stats: dict[str, dict] = {}
 
-    def poll(self) -> None:
+    def _rss(self) -> None:
         import psutil
+        for name, pid in self.pids.items():
+            try:
+                self.rss_max[name] = max(self.rss_max.get(name, 0), psutil.Process(pid).memory_info().rss)
+            except psutil.NoSuchProcess:
+                pass
+
+    def poll(self, mark: bool = True) -> None:
+        """The full stats of every instance; ``mark``: the sessions so far are not samples (the
+        next look takes the ones after this)."""
         import ray
         names = list(self.actors)
         got = ray.get([self.actors[n].stats.remote() for n in names], timeout=60)
         for name, st in zip(names, got):
             self.stats[name] = st
             self.pids[name] = st["pid"]
-            try:
-                rss = psutil.Process(st["pid"]).memory_info().rss
-                self.rss_max[name] = max(self.rss_max.get(name, 0), rss)
-            except psutil.NoSuchProcess:
-                pass
-            n = int(st.get("sessions") or 0)
-            prev = self.last.get(name)
-            self.last[name] = n
-            if prev is None or n <= prev or not st.get("is_leader"):
+            if mark or name not in self.seen:
+                self.seen[name] = int(st.get("sessions") or 0)
+        self._rss()
+
+    def look(self) -> None:
+        """Take the leader's sessions recorded since the last look."""
+        import ray
+        names = list(self.actors)
+        got = ray.get([self.actors[n].sessions_since.remote(self.seen.get(n, 0)) for n in names],
+                      timeout=60)
+        for name, recs in zip(names, got):
+            if not recs:
                 continue
-            if st.get("last_session_ms") is not None:
-                self.samples.append(float(st["last_session_ms"]))
-                self.cpu.append((st.get("last_session_cpu_ms"), st.get("last_session_process_cpu_ms")))
-                self.phases.append(st.get("last_session_phases_ms"))
-            self.skipped += n - prev - 1
+            self.skipped += max(0, recs[0]["n"] - self.seen.get(name, 0) - 1)
+            self.seen[name] = recs[-1]["n"]
+            for r in recs:
+                if not r["leader"] or r["ms"] is None:
+                    continue
+                self.samples.append(float(r["ms"]))
+                self.cpu.append((r.get("cpu_ms"), r.get("process_cpu_ms")))
+                self.phases.append(r.get("phases_ms"))
 
     def window(self, seconds: float, min_sessions: int = 0, max_s: float | None = None,
-               every_s: float = 0.25) -> None:
-        """Poll for ``seconds``, and on until ``min_sessions`` samples (at most ``max_s``)."""
+               every_s: float = 0.5) -> None:
+        """Look for ``seconds``, and on until ``min_sessions`` samples (at most ``max_s``)."""
         start = time.monotonic()
         while True:
-            self.poll()
+            self.look()
+            self._rss()
             el = time.monotonic() - start
             if el >= seconds and (len(self.samples) >= min_sessions or
                                   (max_s is not None and el >= max_s)):
@@ -387,7 +406,10 @@ def _measure(url: str, sz: Sizes) -> dict:
         ray.get(cluster.start.remote(), timeout=300)
         if not ray.get(cluster.wait_world_ready.remote(300.0), timeout=330):
             raise RuntimeError("the living cluster did not list and act on the pods within 300 s")
-        # the 1,000 pending tasks become schedulable work
+        # the 1,000 pending tasks become schedulable work; the window's samples are the sessions
+        # from here on (the first one that meets them included)
+        sampler.poll()
+        sampler.reset_samples()
         api = ApiClient.from_url(url, prefix=prefix)
         for j in range(sz.pending // sz.gang):
             api.create(_pending_job(j, sz)[0])
@@ -397,8 +419,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         raw = RawWatch(url, prefix, rv0)
         raw.start()
         ray.get([a.stats.remote(staleness_window="scale") for a in actors.values()], timeout=60)
-        sampler.reset_samples()
-        sampler.poll()
+        sampler.poll(mark=False)
         binds0 = {n: int(st.get("binds") or 0) for n, st in sampler.stats.items()}
         writes0 = {n: {k: int(st.get(k) or 0) for k in ("status_writes", "pod_group_writes")}
                    for n, st in sampler.stats.items()}
@@ -407,7 +428,7 @@ def _measure(url: str, sz: Sizes) -> dict:
         sampler.window(sz.window_s, sz.min_sessions, sz.max_window_s)
         c1 = ray.get(cluster.stats.remote(), timeout=120)
         window = time.monotonic() - w0
-        sampler.poll()
+        sampler.poll(mark=False)
         stale = ray.get([a.stats.remote(staleness_window="scale") for a in actors.values()], timeout=60)
         raw.stop()
         out["window_s"] = window

@@ -364,6 +364,10 @@ class Incarnation:
         owner.last_session_cpu_ms = res.cpu_s * 1000.0
         owner.last_session_process_cpu_ms = res.process_cpu_s * 1000.0
         owner.last_session_phases_ms = {k: [round(x, 3) for x in v] for k, v in res.phases_ms.items()}
+        owner.session_records.append({"n": owner.sessions, "leader": leader, "ms": owner.last_session_ms,
+                                      "cpu_ms": owner.last_session_cpu_ms,
+                                      "process_cpu_ms": owner.last_session_process_cpu_ms,
+                                      "phases_ms": owner.last_session_phases_ms})
         owner.session_errors += len(res.errors)
         owner.recent_session_errors.extend(res.errors[:5])
         if res.fatal:

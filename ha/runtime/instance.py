@@ -88,6 +88,7 @@ log = logging.getLogger(__name__)
 MODES = ("leader-elected", "active-active", "shadow")
 RESYNC_MODES = ("continuous", "after-session")
 _MAX_DECISIONS = 200_000
+SESSION_RECORDS = 10_000     # session records kept for sessions_since
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,9 @@ class SchedulerInstance:
         self.last_session_cpu_ms: float | None = None           # the session thread's CPU
         self.last_session_process_cpu_ms: float | None = None   # the whole process's, meanwhile
         self.last_session_phases_ms: dict | None = None          # SessionResult.phases_ms
+        # every session's figures, newest last (``sessions_since``): a reader gets each session
+        # without polling the whole of ``stats()`` fast enough not to miss one
+        self.session_records: deque = deque(maxlen=SESSION_RECORDS)
         self.started_at: float | None = None
         self.last_error: str | None = None
         self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
@@ -602,6 +606,15 @@ class SchedulerInstance:
         lg = self.delivery_log_file
         out["log_seq"] = lg.seq if lg is not None else None
         return out
+
+    async def sessions_since(self, n: int = 0) -> list[dict]:
+        """The records of the sessions after the ``n``-th (``n`` = the count a reader has seen):
+        ``{"n", "leader", "ms", "cpu_ms", "process_cpu_ms", "phases_ms"}``, oldest first; the
+        last ``SESSION_RECORDS`` sessions are kept."""
+        recs = self.session_records
+        if not recs or recs[-1]["n"] <= n:
+            return []
+        return [r for r in recs if r["n"] > n]
 
     async def decisions(self, since: int = 0) -> list[dict]:
         return self.decisions_log.since(since)

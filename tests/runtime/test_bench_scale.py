@@ -122,6 +122,7 @@ def test_bench_scale_quick_json():
     assert lj["settled_close"] > 0     # bound jobs' close verdicts kept between live sessions
     cpu = p["sessions_cpu_ms_in_order"]
     assert len(cpu) == len(p["sessions_ms_in_order"]) > 0
+    assert p["sessions_skipped"] == 0       # every session of the window read from its record
     assert all(c is not None and c > 0 and c <= pc + 1 for c, pc in cpu), cpu
     # and its phases, in the order run, none longer than the session
     for ph, wall in zip(p["sessions_phases_ms_in_order"], p["sessions_ms_in_order"]):

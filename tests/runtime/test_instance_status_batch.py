@@ -62,6 +62,11 @@ async def test_the_conditions_of_every_job_go_in_one_request_and_are_recorded_on
         recs = [d for d in await inst.decisions(0) if d["op"] == "status"]
         assert sorted(d["pod"] for d in recs) == sorted(f"default/{n}" for n in names)
         assert all(d["ok"] for d in recs)
+        # the session's record, for a reader that takes each session (bench scale)
+        (rec,) = await inst.sessions_since(0)
+        assert rec["n"] == 1 and rec["leader"] is True and rec["ms"] == st["last_session_ms"] > 0
+        assert rec["phases_ms"]["close"][0] > 0 and rec["cpu_ms"] > 0
+        assert await inst.sessions_since(1) == []
     finally:
         await inst.stop()
 
