@@ -120,9 +120,7 @@ def test_the_write_back_goes_through_the_status_writer_at_once_and_any_order_wri
     assert [k for k, _ in io2.pod_group_writes][:2] == ["ns/run", "ns/b"]   # the writer's order
 
 
-def test_a_failed_podgroup_write_is_the_sessions_error_and_stops_that_jobs_writes_alone():
-    c, io = _two_gangs_cache()
-    c.status_writer = _ReversingWriter()
+def _fail_podgroup_a(io) -> None:
     real = io.update_pod_group
 
     def update_pod_group(pg):
@@ -130,6 +128,12 @@ def test_a_failed_podgroup_write_is_the_sessions_error_and_stops_that_jobs_write
             raise IOError("409 Conflict: PodGroup ns/a")
         return real(pg)
     io.update_pod_group = update_pod_group
+
+
+def test_a_failed_podgroup_write_is_the_sessions_error_and_stops_that_jobs_writes_alone():
+    c, io = _two_gangs_cache()
+    c.status_writer = _ReversingWriter()
+    _fail_podgroup_a(io)
     res = run_session(c, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
     assert [e for e in res.errors if "failed to update job" in e] == [
         "failed to update job <ns/a>: 409 Conflict: PodGroup ns/a"]
@@ -176,13 +180,7 @@ def test_a_batching_writer_leaves_out_the_conditions_of_a_job_whose_podgroup_wri
     c, io = _two_gangs_cache()
     _batching_io(io)
     c.status_writer = _BatchingWriter()
-    real = io.update_pod_group
-
-    def update_pod_group(pg):
-        if pg["metadata"]["name"] == "a":
-            raise IOError("409 Conflict: PodGroup ns/a")
-        return real(pg)
-    io.update_pod_group = update_pod_group
+    _fail_podgroup_a(io)
     io.fail_status["ns/b2"] = "409 Conflict: Pod ns/b2"
     res = run_session(c, conf(["allocate"], [[GANG_ALL, PREDICATES]]), seed=1)
     assert [e for e in res.errors if "failed to update job" in e] == [
