@@ -70,6 +70,10 @@ def test_figures_and_baselines_from_a_measurement():
     assert rows["scale-bound-per-s"]["value"] == 5.0 and rows["scale-bound-per-s"]["ratio"] == 0.5
     assert r.params["targets_met"] == {"rss_total_le_8GiB": True, "sync_le_30s": True,
                                        "session_p99_le_1s": True}
+    assert rows["scale-first-session"]["value"] is None        # not in this measurement
+    cold = {x["name"]: x for x in scale.result_from(_measurement(first_session_ms=4000.0), quick=True).extra}
+    assert cold["scale-first-session"]["value"] == 4000.0
+    assert cold["scale-first-session"]["baseline"] == 100.0 and cold["scale-first-session"]["ratio"] == 40.0
 
 
 def test_targets_detect_their_violations():
@@ -123,6 +127,9 @@ def test_bench_scale_quick_json():
     cpu = p["sessions_cpu_ms_in_order"]
     assert len(cpu) == len(p["sessions_ms_in_order"]) > 0
     assert p["sessions_skipped"] == 0       # every session of the window read from its record
+    # the leader's cold first session, apart from the baseline
+    assert rows["scale-first-session"]["value"] > 0 and rows["scale-first-session"]["baseline"] > 0
+    assert len(p["baseline_sessions_ms_in_order"]) >= scale.QUICK.min_sessions
     assert all(c is not None and c > 0 and c <= pc + 1 for c, pc in cpu), cpu
     # and its phases, in the order run, none longer than the session
     for ph, wall in zip(p["sessions_phases_ms_in_order"], p["sessions_ms_in_order"]):
