@@ -24,6 +24,9 @@ def test_api_write_bench_quick(redis_url, monkeypatch):
     assert abs(res.ratio - res.value / res.baseline) <= 0.001
     assert res.extra and res.extra[0]["value"] > 0 and res.extra[0]["baseline"] > 0
     assert res.params["single_writes"] > 0 and res.params["batched_binds"] > 0
+    status = res.extra[1]
+    assert status["name"].startswith("api-write status batched") and status["value"] > 0
+    assert status["baseline"] > 0 and res.params["status_writes"] == status["params"]["per_request"] * 6
     d = res.to_json()
     assert set(d) >= {"name", "value", "unit", "baseline", "ratio", "params"}
     r = redis.Redis.from_url(redis_url)
