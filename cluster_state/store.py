@@ -202,6 +202,25 @@ def _error_for(code: int, rv: int, info: KindInfo, key: str, what: str) -> ApiEr
     return ServerError(f"{what}: unexpected reply code {code}", **ref)
 
 
+def _each_reply(scripts: Iterator[Script], n: int, handle: Callable[[int, Any], None]) -> Op:
+    """Send ``n`` scripts -- one request, or pipelined in a ``Stream`` -- and hand every reply to
+    ``handle(k, reply)``: as soon as it is read where the driver can, else (a single script, a
+    script the driver had to load and resend) once all are in."""
+    done = [False] * n
+
+    def on_reply(k: int, raw: Any) -> None:
+        done[k] = True
+        handle(k, raw)
+
+    if n == 1:
+        replies = [(yield next(iter(scripts)))]
+    else:
+        replies = yield Stream(scripts, on_reply=on_reply)
+    for k, raw in enumerate(replies):
+        if not done[k]:
+            handle(k, raw)
+
+
 def _input_object(obj: object) -> object:
     """Objects may be given as dicts or as msgpack bytes; undecodable bytes are a 400."""
     if isinstance(obj, (bytes, bytearray, memoryview)):
@@ -703,10 +722,8 @@ class Store:
         if not todo:
             return results
         chunks = [todo[j:j + STATUS_CHUNK] for j in range(0, len(todo), STATUS_CHUNK)]
-        done = [False] * len(chunks)
 
         def handle(k: int, raw: list) -> None:
-            done[k] = True
             for j, (i, info, key, _op) in enumerate(chunks[k]):
                 code, rv, new = raw[3 * j], raw[3 * j + 1], raw[3 * j + 2]
                 if code:
@@ -717,13 +734,7 @@ class Store:
                 except ApiError as e:
                     results[i] = e
 
-        if len(chunks) == 1:
-            replies = [(yield self._apply([t[3] for t in chunks[0]]))]
-        else:
-            replies = yield Stream((self._apply([t[3] for t in c]) for c in chunks), on_reply=handle)
-        for k, raw in enumerate(replies):
-            if not done[k]:
-                handle(k, raw)
+        yield from _each_reply((self._apply([t[3] for t in c]) for c in chunks), len(chunks), handle)
         return results
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
@@ -947,10 +958,8 @@ class Store:
 
         fallback: list[int] = []
         unpackb = msgpack.unpackb   # our script wrote these bytes: a stored-layout map
-        done = [False] * len(chunks)
 
         def handle(k: int, raw: list) -> None:
-            done[k] = True
             for j, i in enumerate(chunks[k]):
                 code, a, b = raw[3 * j], raw[3 * j + 1], raw[3 * j + 2]
                 if code == 0:
@@ -966,13 +975,7 @@ class Store:
                 else:
                     results[i] = self._bind_error(code, a, b, keys[i], uids[i] if uids else None)
 
-        if len(chunks) == 1:
-            replies = [(yield script(chunks[0]))]
-        else:
-            replies = yield Stream((script(c) for c in chunks), on_reply=handle)
-        for k, raw in enumerate(replies):
-            if not done[k]:
-                handle(k, raw)
+        yield from _each_reply((script(c) for c in chunks), len(chunks), handle)
         if fallback:
             yield from self._bind_many_rmw(bindings, keys, fallback, uids, results)
         return results

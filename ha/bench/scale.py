@@ -240,11 +240,11 @@ class SessionSampler:
         self.pids: dict[str, int] = {}
         self.stats: dict[str, dict] = {}
 
-    def _rss(self) -> None:
+    def _note_rss(self) -> None:
         import psutil
         for name, pid in self.pids.items():
             try:
-                self.rss_max[name] = max(self.rss_max.get(name, 0), psutil.Process(pid).memory_info().rss)
+                self.rss_max[name] = max(self.rss_max.get(name, 0), _rss(pid))
             except psutil.NoSuchProcess:
                 pass
 
@@ -259,7 +259,7 @@ class SessionSampler:
             self.pids[name] = st["pid"]
             if mark or name not in self.seen:
                 self.seen[name] = int(st.get("sessions") or 0)
-        self._rss()
+        self._note_rss()
 
     def look(self) -> None:
         """Take the leader's sessions recorded since the last look."""
@@ -285,7 +285,7 @@ class SessionSampler:
         start = time.monotonic()
         while True:
             self.look()
-            self._rss()
+            self._note_rss()
             el = time.monotonic() - start
             if el >= seconds and (len(self.samples) >= min_sessions or
                                   (max_s is not None and el >= max_s)):

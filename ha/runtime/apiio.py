@@ -173,52 +173,43 @@ class InstanceIO:
         self._rec("evict", key, uid, node, True, None, False, reason=reason)
 
     # -- StatusUpdater ---------------------------------------------------------------------------
+    def _status_done(self, pod: dict, error: str | None, dry: bool = False) -> None:
+        """Record and count one status write: written (``error`` None), failed, or a dry run."""
+        self.counters.add("dry_run_ops" if dry else "status_errors" if error is not None else "status_writes")
+        self._rec("status", _pod_key(pod), (pod.get("metadata") or {}).get("uid"),
+                  (pod.get("status") or {}).get("nominatedNodeName"), error is None, error, dry)
+
     def update_pod_status(self, pod: dict) -> dict:
-        key = _pod_key(pod)
-        uid = (pod.get("metadata") or {}).get("uid")
-        nnn = (pod.get("status") or {}).get("nominatedNodeName")
         if self._dry_run():
-            self.counters.add("dry_run_ops")
-            self._rec("status", key, uid, nnn, False, "dry-run", True)
+            self._status_done(pod, "dry-run", dry=True)
             raise IOError_("dry-run: not written")
         try:
             out = self.inner.update_pod_status(pod)   # precondition: the cache's resourceVersion
         except Exception as e:  # noqa: BLE001
-            self.counters.add("status_errors")
-            self._rec("status", key, uid, nnn, False, str(e), False)
+            self._status_done(pod, str(e))
             raise IOError_(str(e)) from None
-        self.counters.add("status_writes")
-        self._rec("status", key, uid, nnn, True, None, False)
+        self._status_done(pod, None)
         return out
 
     def update_pod_status_many(self, pods: list[dict]) -> list:
         """``update_pod_status`` for many pods in one request: per pod, in order, the stored pod or
         the ``IOError_`` its write would raise; recorded and counted each as its own write."""
         if self._dry_run():
-            out: list = []
             for pod in pods:
-                self.counters.add("dry_run_ops")
-                self._rec("status", _pod_key(pod), (pod.get("metadata") or {}).get("uid"),
-                          (pod.get("status") or {}).get("nominatedNodeName"), False, "dry-run", True)
-                out.append(IOError_("dry-run: not written"))
-            return out
+                self._status_done(pod, "dry-run", dry=True)
+            return [IOError_("dry-run: not written") for _ in pods]
         try:
             got = self.inner.update_pod_status_many(pods)
         except Exception as e:  # noqa: BLE001 - the request as a whole failed: every pod did
             got = [e] * len(pods)
-        out = []
+        out: list = []
         for pod, res in zip(pods, got):
-            key = _pod_key(pod)
-            uid = (pod.get("metadata") or {}).get("uid")
-            nnn = (pod.get("status") or {}).get("nominatedNodeName")
             if isinstance(res, Exception):
-                self.counters.add("status_errors")
-                self._rec("status", key, uid, nnn, False, str(res), False)
+                self._status_done(pod, str(res))
                 out.append(IOError_(str(res)))
-                continue
-            self.counters.add("status_writes")
-            self._rec("status", key, uid, nnn, True, None, False)
-            out.append(res)
+            else:
+                self._status_done(pod, None)
+                out.append(res)
         return out
 
     def update_pod_group(self, pg: dict) -> dict:

@@ -152,33 +152,26 @@ class ApiServerIO:
 
     # ---------------------------------------------------------------------------------- StatusUpdater
     def update_pod_status(self, pod: dict) -> dict:
-        key = _key(pod)
         try:
             out = self.api.update_status(pod)
         except ApiError as e:
-            raise self._fail("status", key, e, "status_errors") from e
+            raise self._fail("status", _key(pod), e, "status_errors") from e
+        return self._status_written(pod, out)
+
+    def _status_written(self, pod: dict, out: dict) -> dict:
         self._count("status_writes")
         st = pod.get("status") or {}
-        self._report("status", key, {"ok": True, "nominatedNodeName": st.get("nominatedNodeName", ""),
-                                     "rv": out["metadata"].get("resourceVersion")})
+        self._report("status", _key(pod), {"ok": True, "nominatedNodeName": st.get("nominatedNodeName", ""),
+                                           "rv": out["metadata"].get("resourceVersion")})
         return out
 
     def update_pod_status_many(self, pods: list[dict]) -> list:
         """Many ``update_pod_status`` in one request (``update_status_many``): per pod, in order,
         the stored pod or the ``SchedulerIOError`` its write would raise; counted and reported
         each as its own write."""
-        out: list = []
-        for pod, res in zip(pods, self.api.update_status_many(pods)):
-            key = _key(pod)
-            if isinstance(res, ApiError):
-                out.append(self._fail("status", key, res, "status_errors"))
-                continue
-            self._count("status_writes")
-            st = pod.get("status") or {}
-            self._report("status", key, {"ok": True, "nominatedNodeName": st.get("nominatedNodeName", ""),
-                                         "rv": res["metadata"].get("resourceVersion")})
-            out.append(res)
-        return out
+        return [self._fail("status", _key(pod), res, "status_errors") if isinstance(res, ApiError)
+                else self._status_written(pod, res)
+                for pod, res in zip(pods, self.api.update_status_many(pods))]
 
     def update_pod_group(self, pg: dict) -> dict:
         key = _key(pg)
