@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from chaos.faults import FAULTS, WATCH_FAULTS, Distribution, Fault, parse_fault
-from ha.errors import BadInput
+from apimachinery.errors import BadInput
 
 __all__ = ["ScheduledFault", "Action", "Schedule", "build_schedule", "fault_rng", "derive_seed"]
 

@@ -152,7 +152,7 @@ def replay(
                                             help="stop after this delivery-log record (a digest's log_seq)"),
 ) -> None:
     """Rebuild an instance's cache from its delivery log, deterministically, and print its digest."""
-    from chaos.replay import replay_cli
+    from ha.experiment.replay import replay_cli
     try:
         code = replay_cli(results_dir, instance, until, until_seq=until_seq, echo=typer.echo)
     except (BadInput, CheckFailed) as e:

@@ -2,7 +2,7 @@
 
 ``{dist: fixed, value}``, ``{dist: uniform, min, max}``, ``{dist: exponential, mean[, max]}``,
 ``{dist: pareto, scale, alpha[, max]}`` (type I: ``scale`` is the minimum x_m; ``max`` caps the long
-tail). Every time is a :data:`ha.experiment.units.Duration`; a bare duration (``delay: 200ms``) means
+tail). Every time is a :data:`apimachinery.units.Duration`; a bare duration (``delay: 200ms``) means
 ``{dist: fixed, value: 200ms}``. A wrong shape is a ``ValueError`` naming the field (pydantic turns it
 into ``chaos[i].delay...: problem``).
 """
@@ -12,9 +12,11 @@ import math
 from typing import Any, Literal, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ha.experiment.units import Duration, format_duration
+from apimachinery.errors import BadInput
+from apimachinery.units import Duration, format_duration
+from apimachinery.validation import validation_problems
 
 __all__ = ["Distribution", "DIST_FIELDS", "fixed_shorthand"]
 
@@ -67,15 +69,12 @@ class Distribution(BaseModel):
 
     @classmethod
     def parse(cls, obj: Any, where: str) -> "Distribution":
-        """Validate a map (or a bare duration); :class:`ha.errors.BadInput` names ``where.field``."""
-        from pydantic import ValidationError
+        """Validate a map (or a bare duration); :class:`apimachinery.errors.BadInput` names ``where.field``."""
         if isinstance(obj, Distribution):
             return obj
         try:
             return cls.model_validate(fixed_shorthand(obj))
         except ValidationError as e:
-            from ha.errors import BadInput
-            from ha.experiment.config import validation_problems
             raise BadInput("\n".join(f"{where}{'' if p == '(top level)' else '.' + p}: {m}"
                                       for p, m in validation_problems(e, cls))) from None
 

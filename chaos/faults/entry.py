@@ -21,8 +21,9 @@ from pydantic_core import PydanticCustomError
 from chaos.faults.distribution import Distribution
 from chaos.faults.fields import TARGET_WORDS
 from chaos.faults.registry import FAULTS
-from ha.errors import BadInput
-from ha.experiment.units import Duration
+from apimachinery.errors import BadInput
+from apimachinery.units import Duration
+from apimachinery.validation import validation_problems
 
 __all__ = ["ChaosEntry", "Fault", "parse_fault", "PARAM_KEYS"]
 
@@ -197,7 +198,6 @@ def parse_fault(entry: Any, index: int = 0) -> Fault:
         try:
             entry = ChaosEntry.model_validate(entry)
         except ValidationError as e:
-            from ha.experiment.config import validation_problems
             raise BadInput("\n".join(f"{p}: {m}" for p, m in
                                      validation_problems(e, ChaosEntry, ("chaos", index)))) from None
     return resolve(entry, index)

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from chaos.faults.distribution import Distribution, fixed_shorthand
-from ha.experiment.units import DURATION_SCHEMA, Duration, PositiveDuration
+from apimachinery.units import DURATION_SCHEMA, Duration, PositiveDuration
 
 __all__ = ["KINDS", "VERBS", "WRITE_VERBS", "TARGET_WORDS", "target_kind", "Target", "For",
            "Kinds", "Verbs", "Delay", "Window", "RestartAfter", "Probability", "ClockRate",

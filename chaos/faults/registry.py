@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 from chaos.faults.base import FaultPackage
@@ -16,12 +17,12 @@ SUPPORT_MODULES = frozenset({"base", "distribution", "entry", "fields", "registr
 
 
 def discover() -> dict[str, FaultPackage]:
-    import chaos.faults as pkg
+    package = __name__.rpartition(".")[0]
     found: list[FaultPackage] = []
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
         if info.name in SUPPORT_MODULES or info.name.startswith("_"):
             continue
-        mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        mod = importlib.import_module(f"{package}.{info.name}")
         fault: Any = getattr(mod, "FAULT", None)
         if isinstance(fault, FaultPackage):
             found.append(fault)

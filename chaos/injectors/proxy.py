@@ -5,7 +5,7 @@ Give the instance ``proxy.url`` instead of the Redis URL; then
 * ``partition()`` cuts every open connection (both sides aborted: the client sees a reset) and
   answers new connections by closing them at once, until ``heal()``. The instance's clients see
   ``redis.ConnectionError``: the informers' reflectors back off and retry (then resume their watch
-  or relist on 410), writes retry through :class:`chaos.retry.RetryingApiClient` (tenacity).
+  or relist on 410), writes retry through :class:`ha.runtime.retry.RetryingApiClient` (tenacity).
 * ``set_latency(seconds | Distribution, rng)`` delays every chunk in both directions, keeping byte
   order (a slow link, Toxiproxy's ``latency``); ``None`` removes it.
 

@@ -9,8 +9,6 @@ errors), with the units users write (``500ms``/``10s``/``2m``, ``20/s``, ``128Gi
 from __future__ import annotations
 
 import re
-import types
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -19,14 +17,15 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       WithJsonSchema, field_validator, model_validator)
 
 from cluster_state.quantity import QuantityError, parse_quantity
+from apimachinery.validation import validation_problems
 from ha.errors import BadInput
 from chaos.faults import FAULTS, ChaosEntry, Distribution
-from ha.experiment.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
+from apimachinery.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
                                  scenario_quantity)
 
 __all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS", "ACTIONS", "PLUGINS",
            "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names",
-           "validation_problems", "json_schema"]
+           "json_schema"]
 
 # ---------------------------------------------------------------------------------------- types
 
@@ -758,103 +757,6 @@ def json_schema() -> dict[str, Any]:
 # ------------------------------------------------------------------------------------- loading
 
 
-def _loc(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
-
-
-def _fields_at(loc: tuple, root: type[BaseModel] | None = None) -> list[str] | None:
-    """The keys allowed at ``loc`` (for 'unknown key' hints), walking the model classes."""
-    tp: Any = Experiment if root is None else root
-    for part in loc:
-        tp = _unwrap(tp)
-        if isinstance(part, int):
-            args = typing.get_args(tp)
-            if not args:
-                return None
-            tp = args[0]
-            continue
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            f = next((f for n, f in tp.model_fields.items() if (f.alias or n) == part), None)
-            if f is None:
-                return None
-            tp = f.annotation
-        else:
-            args = typing.get_args(tp)
-            if typing.get_origin(tp) is dict and len(args) == 2:
-                tp = args[1]
-            else:
-                return None
-    tp = _unwrap(tp)
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return [f.alias or n for n, f in tp.model_fields.items()]
-    return None
-
-
-def _unwrap(tp: Any) -> Any:
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp
-            tp = args[0]
-        else:
-            return tp
-
-
-def _message(err: dict, root: type[BaseModel] | None = None) -> str:
-    t, ctx, inp = err["type"], err.get("ctx") or {}, err.get("input")
-    got = f" (got {inp!r})" if not isinstance(inp, (dict, list)) else ""
-    if t == "missing":
-        return "required"
-    if t == "extra_forbidden":
-        allowed = _fields_at(tuple(err["loc"][:-1]), root)
-        hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
-        return f"unknown key{hint}"
-    if t == "greater_than_equal":
-        return f"must be ≥ {ctx.get('ge')}{got}"
-    if t == "greater_than":
-        return f"must be > {ctx.get('gt')}{got}"
-    if t == "less_than_equal":
-        return f"must be ≤ {ctx.get('le')}{got}"
-    if t == "less_than":
-        return f"must be < {ctx.get('lt')}{got}"
-    if t == "literal_error":
-        return f"must be one of {ctx.get('expected')}{got}"
-    if t in ("int_parsing", "int_type", "int_from_float"):
-        return f"expected an integer{got}"
-    if t in ("bool_parsing", "bool_type"):
-        return f"expected true or false{got}"
-    if t in ("float_parsing", "float_type"):
-        return f"expected a number{got}"
-    if t in ("string_type",):
-        return f"expected a string{got}"
-    if t in ("list_type", "tuple_type"):
-        return f"expected a list{got}"
-    if t in ("model_type", "dict_type", "model_attributes_type"):
-        return f"expected a map{got}"
-    if t == "too_short" or t == "too_long":
-        return f"expected {ctx.get('expected', '')} items{got}".replace("  ", " ")
-    if t == "value_error":
-        return str(ctx.get("error") or err["msg"]).removeprefix("Value error, ")
-    return err["msg"]
-
-
-def validation_problems(e: ValidationError, root: type[BaseModel] | None = None,
-                        prefix: tuple = ()) -> list[tuple[str, str]]:
-    """(field path, problem) for each error of validating ``root`` (default: Experiment); ``prefix``
-    is where that model sits in the file (e.g. ``("chaos", 2)``)."""
-    return [(_loc(prefix + tuple(err["loc"])), _message(err, root)) for err in e.errors()]
-
-
 def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: str | None = None) -> Experiment:
     """Validate already-loaded YAML/JSON data; :class:`BadInput` names ``source``, field, problem."""
     if not isinstance(data, dict):
@@ -865,7 +767,7 @@ def parse_experiment(data: Any, source: str = "<experiment>", *, default_name: s
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
-        raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in validation_problems(e))) from None
+        raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in validation_problems(e, Experiment))) from None
     except ConfigProblems as e:
         raise BadInput("\n".join(f"{source}: {p}: {m}" for p, m in e.problems)) from None
 

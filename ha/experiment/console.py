@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ha.experiment.units import format_duration
+from apimachinery.units import format_duration
 
 __all__ = ["Progress", "print_summary", "where"]
 

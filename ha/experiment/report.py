@@ -29,7 +29,7 @@ def chaos_windows(metrics: dict[str, Any], path: str | Path | None = None
     """(label, start_s, end_s or None for a point fault): from the history's fault records when
     the folder has them, else from metrics.json's experiment chaos entries and their records."""
     from ha.experiment.checkers._run import fault_windows, is_windowed
-    from ha.experiment.units import parse_duration
+    from apimachinery.units import parse_duration
     if path is not None and (Path(path) / "history" / "run.json").is_file():
         from ha.experiment.history import History
         return [(w["label"], w["start"], w["end"]) for w in fault_windows(History(path))]

@@ -186,7 +186,7 @@ def _record(out: Path, cell: Cell, meta: dict[str, Any]) -> dict[str, Any]:
 PRELOAD = ("ha.experiment.sweep", "ha.experiment.runner", "ha.sim.engine", "ha.experiment.lifecycle",
            "ha.experiment.analyze", "ha.experiment.report", "ha.experiment.checkers._fold",
            "ha.runtime.instance", "ha.runtime.cluster", "ha.scheduler.scheduler", "ha.scheduler.wiring",
-           "ha.scheduler.actions", "ha.scheduler.plugins", "chaos.nemesis", "chaos.replay",
+           "ha.scheduler.actions", "ha.scheduler.plugins", "chaos.nemesis", "ha.experiment.replay",
            "matplotlib.pyplot")
 
 

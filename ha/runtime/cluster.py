@@ -68,7 +68,7 @@ class ClusterSim:
             self._api = self.env.api_clients(self.config.api_server, self.config.redis_url,
                                              self.config.prefix)[0]
             if self.config.retry_outages_s > 0:
-                from chaos.retry import AsyncRetryingApiClient
+                from ha.runtime.retry import AsyncRetryingApiClient
                 self._api = AsyncRetryingApiClient(self._api, deadline_s=self.config.retry_outages_s)
         return self._api
 

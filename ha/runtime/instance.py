@@ -352,7 +352,7 @@ class SchedulerInstance:
             sleep = getattr(self.env, "blocking_sleep", None)
             api = ChaosApiClient(api, self.chaos.api_chaos, **({"sleep": sleep} if sleep else {}))
         if self.cfg.retry_outages_s > 0:
-            from chaos.retry import RetryingApiClient
+            from ha.runtime.retry import RetryingApiClient
             api = RetryingApiClient(api, deadline_s=self.cfg.retry_outages_s)
             self.chaos.retry_stats = lambda: getattr(api, "retry_stats", None)
         return api

@@ -4,7 +4,7 @@ that feed it (Volcano's ``newSchedulerCache`` + ``addEventHandler`` in pkg/sched
 ``build_cache(profile=..., switches=..., scheduler_name=..., io=..., clock=...)`` returns a
 :class:`CacheWiring`: the cache and ``handlers`` (kind -> :class:`CacheEventHandler`, in
 :data:`KINDS` order). Every user of the model wires its cache here — the live instance
-(``ha.runtime.incarnation``), replay (``chaos.replay``), the benchmarks, the scenario runner, the
+(``ha.runtime.incarnation``), replay (``ha.experiment.replay``), the benchmarks, the scenario runner, the
 reference cache — so they cannot drift apart in how an informer event reaches the cache.
 
 A handler has the informer-handler shape (``on_add(obj, is_initial_list)``, ``on_update(old,

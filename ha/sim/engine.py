@@ -126,7 +126,7 @@ class SimEngine(EngineParts):
                               sim_clock=self.clock, costs=self.costs, seed=f"{self.exp.seed}:cluster")
         api = cenv.api_clients(None, "", self.prefix)[0]
         if self.has_fault("redis-restart"):
-            from chaos.retry import AsyncRetryingApiClient
+            from ha.runtime.retry import AsyncRetryingApiClient
             api = AsyncRetryingApiClient(api, deadline_s=60.0)
         self.cluster = ClusterSim(ClusterConfig(redis_url="memory", prefix=self.prefix, seed=self.exp.seed,
                                                 workload=workload_config(self.exp),

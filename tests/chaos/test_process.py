@@ -150,7 +150,7 @@ async def test_stop_undoes_open_windows_and_no_leader_is_skipped(children):
 def test_redis_restart_keeps_state_with_persistence(tmp_path):
     from cluster_state.client import ApiClient
     from cluster_state.embedded import EmbeddedRedis
-    from chaos.retry import RetryingApiClient
+    from ha.runtime.retry import RetryingApiClient
     server = EmbeddedRedis(persistence=True, data_dir=str(tmp_path)).start()
     try:
         api = RetryingApiClient(ApiClient.from_url(server.url, prefix="rr"), deadline_s=30,

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from chaos.injectors.proxy import RedisProxy, ThreadedRedisProxy
-from chaos.retry import AsyncRetryingApiClient, RetryingApiClient
+from ha.runtime.retry import AsyncRetryingApiClient, RetryingApiClient
 from cluster_state.aio import AsyncApiClient
 from cluster_state.client import ApiClient
 

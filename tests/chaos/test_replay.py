@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from chaos.injectors.proxy import RedisProxy
 from chaos.injectors.watch import WatchChaos
 from chaos.nemesis import Nemesis
-from chaos.replay import replay_instance
+from ha.experiment.replay import replay_instance
 from chaos.schedule import build_schedule
 from cluster_state.reflector import Backoff
 from ha.runtime.instance import InstanceConfig, SchedulerInstance

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.replay import build_replay_cache
+from ha.experiment.replay import build_replay_cache
 from ha.experiment.checkers import Absent, all_checkers, run_checkers
 from ha.experiment.checkers._fold import EventFold
 

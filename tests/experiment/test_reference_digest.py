@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from chaos.replay import build_replay_cache
+from ha.experiment.replay import build_replay_cache
 from ha.experiment.checkers._fold import EventFold, ReferenceDigest
 
 from .histories import Api, node, pg, pod, queue

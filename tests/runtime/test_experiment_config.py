@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ha.errors import BadInput
 from ha.experiment.config import (FAULTS, Experiment, load_experiment, parse_experiment)
 from ha.experiment.objects import starting_objects
-from ha.experiment.units import format_duration, parse_duration, parse_rate
+from apimachinery.units import format_duration, parse_duration, parse_rate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from chaos.replay import replay_records
+from ha.experiment.replay import replay_records
 from cluster_state.delivery import WRITE_TIME_ANNOTATION, read_delivery_log
 from ha.runtime.instance import SchedulerInstance
 from tests.runtime.instance_helpers import bound_nodes, create_jobs, instance_config, wait_for

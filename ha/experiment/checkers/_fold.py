@@ -278,7 +278,7 @@ class ReferencePass:
 
 
 def _build_cache(h):
-    from chaos.replay import build_replay_cache
+    from ha.experiment.replay import build_replay_cache
     hd = h.header
     return build_replay_cache(profile=hd.get("profile") or "v1.14", switches=hd.get("switches") or None,
                               scheduler_name=hd.get("scheduler_name") or "volcano",

@@ -18,7 +18,7 @@ def mode(h) -> str:
 
 
 def seconds(v: Any, default: float | None = None) -> float | None:
-    from ha.experiment.units import parse_duration
+    from apimachinery.units import parse_duration
     if v is None:
         return default
     try:

@@ -13,7 +13,7 @@ import copy
 import math
 from typing import Any, Callable, Iterator
 
-from ha.experiment.units import format_duration, parse_duration
+from apimachinery.units import format_duration, parse_duration
 
 __all__ = ["PASSES", "Candidate"]
 
@@ -199,7 +199,7 @@ def smaller_workload(d: dict[str, Any], gangs: int | None = None) -> Iterator[Ca
                 yield (f"workload.gang_size [{lo}, {hi}] -> [{new_lo}, {new_lo if hi == lo else hi}]",
                        _with(d, lambda c, nl=new_lo: c["workload"].__setitem__(
                            "gang_size", [nl, nl if hi == lo else hi])))
-    from ha.experiment.units import format_rate, parse_rate
+    from apimachinery.units import format_rate, parse_rate
     rate = parse_rate(wl.get("rate", "1/s"))
     if rate / 2 >= 0.01:
         yield (f"workload.rate {format_rate(rate)} -> {format_rate(rate / 2)}",

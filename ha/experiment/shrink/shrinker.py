@@ -372,7 +372,7 @@ def render_markdown(r: ShrinkResult) -> str:
 def shrink_cli(results_dir: Path, when: str, *, budget: int = 200, time_budget: str | None = "15m",
                seeds_too: bool = False, out: Path | None = None, as_json: bool = False,
                echo: Callable[[str], None] = print, progress: bool = True) -> int:
-    from ha.experiment.units import parse_duration
+    from apimachinery.units import parse_duration
     pred = parse_predicate(when)
     tb = None
     if time_budget not in (None, "", "0", "none"):

@@ -1,5 +1,6 @@
-"""Units of the experiment file: durations (``500ms``, ``10s``, ``2m``), rates (``20/s``) and the
-resource quantities of scenario-shaped objects (numbers in scenario units: cpu in millicores).
+"""Units users write in experiment, chaos and scenario files: durations (``500ms``, ``10s``, ``2m``),
+rates (``20/s``) and the resource quantities of scenario-shaped objects (numbers in scenario units:
+cpu in millicores) -- apimachinery's ``metav1.Duration`` and ``resource.Quantity`` of this project.
 
 The one duration grammar of the project: experiment keys and chaos entries alike use
 :data:`Duration` (a pydantic type: parsed to seconds, written back as ``"500ms"``; its JSON Schema
@@ -12,7 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, PlainSerializer, WithJsonSchema
 
-from cluster_state.quantity import QuantityError, parse_quantity
+from apimachinery.quantity import QuantityError, parse_quantity
 
 __all__ = ["parse_duration", "format_duration", "parse_rate", "format_rate", "scenario_quantity",
            "Duration", "PositiveDuration", "Rate", "DURATION_SCHEMA", "RATE_SCHEMA"]

@@ -16,7 +16,7 @@ from tenacity import (AsyncRetrying, Retrying, retry_if_exception_type, stop_aft
 
 __all__ = ["RetryingApiClient", "AsyncRetryingApiClient", "OUTAGE_ERRORS", "RetryStats"]
 
-log = logging.getLogger("chaos.retry")
+log = logging.getLogger("ha.runtime.retry")
 
 OUTAGE_ERRORS = (rex.ConnectionError, rex.TimeoutError, ConnectionError, TimeoutError)
 _PASSTHROUGH = frozenset({"close", "aclose", "prefix", "store", "keys", "redis", "stream_key"})
