@@ -14,7 +14,7 @@ from .errors import BadRequest, Invalid
 from .quantity import QuantityError, normalise_resources
 
 __all__ = ["KindInfo", "KINDS", "kind_info", "object_key", "normalise", "normalise_status",
-           "ref_of", "POD_PHASES"]
+           "ref_of", "POD_PHASES", "served_shape", "EVENT_BODY_FIELD"]
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,20 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
     KindInfo("PriorityClass", "scheduling.k8s.io/v1", False),
     KindInfo("Lease", "coordination.k8s.io/v1", True),
     KindInfo("HyperNode", "topology.volcano.sh/v1alpha1", False),
+    KindInfo("Namespace", "v1", False),
+    KindInfo("Event", "v1", True),
 )}
 
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 PG_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closed", "Closing")
+NAMESPACE_PHASES = ("Active", "Terminating")
+# A core/v1 Event has up to 17 top-level fields (involvedObject, reason, message, source, count,
+# firstTimestamp, ... reportingInstance); the stored layout allows 15. So an Event is stored with
+# every field but apiVersion / kind / metadata under this one (an Event has no field of that
+# name), and served_shape() puts them back.
+EVENT_BODY_FIELD = "spec"
+_EVENT_TOP = ("apiVersion", "kind", "metadata", "status", EVENT_BODY_FIELD)
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 # Stored form keeps at most this many top-level fields (the codec's fixed-width layout needs a
 # one-byte map header).
@@ -340,6 +349,62 @@ def _lease_spec(v: _V, spec: dict) -> None:
             v.num(spec[f], f"spec.{f}")
 
 
+def _namespace_spec(v: _V, spec: dict) -> None:
+    if "finalizers" in spec:
+        for i, f in enumerate(v.list(spec["finalizers"], "spec.finalizers")):
+            v.str(f, f"spec.finalizers[{i}]")
+
+
+def _namespace_status(v: _V, st: dict) -> None:
+    st["phase"] = v.str(st.get("phase"), "status.phase", default="Active", choices=NAMESPACE_PHASES)
+
+
+def _event_body(v: _V, body: dict) -> None:
+    """The core/v1 Event fields the store looks at (types only; unknown fields are kept)."""
+    for f in ("involvedObject", "source", "series", "related"):
+        if body.get(f) is not None:
+            v.map(body[f], f)
+    for f in ("reason", "message", "type", "action", "reportingComponent", "reportingInstance"):
+        if f in body:
+            v.str(body[f], f, nullable=True)
+    if body.get("count") is not None:
+        v.int(body["count"], "count", minimum=0)
+
+
+def _fold_event(obj: dict) -> dict:
+    """An Event in its served shape (fields at the top level) -> its stored shape (under
+    EVENT_BODY_FIELD); an Event already stored so is returned as is."""
+    extra = [k for k in obj if k not in _EVENT_TOP]
+    if not extra:
+        return obj
+    body = obj.get(EVENT_BODY_FIELD)
+    body = dict(body) if isinstance(body, dict) else {}
+    out = {}
+    for k, x in obj.items():
+        if k in _EVENT_TOP:
+            out[k] = x
+        else:
+            body[k] = x
+    out[EVENT_BODY_FIELD] = body
+    return out
+
+
+def served_shape(obj: dict) -> dict:
+    """A stored object in the shape its API serves (a new dict when it differs): an Event's
+    fields back at the top level, without the empty ``spec`` / ``status`` the layout adds. Other
+    kinds are returned as they are."""
+    if not isinstance(obj, dict) or obj.get("kind") != "Event":
+        return obj
+    body = obj.get(EVENT_BODY_FIELD)
+    out = {k: x for k, x in obj.items() if k not in ("status", EVENT_BODY_FIELD)}
+    if isinstance(body, dict):
+        for k, x in body.items():
+            out.setdefault(k, x)
+    if obj.get("status"):
+        out["status"] = obj["status"]
+    return out
+
+
 MEMBER_TYPES = ("Node", "HyperNode")
 SELECTOR_KINDS = ("exactMatch", "regexMatch", "labelMatch")
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -444,9 +509,10 @@ def _priority_class_top(v: _V, obj: dict) -> None:
 
 _Fn = Callable[[_V, dict], None]
 _SPEC: dict[str, _Fn] = {"Pod": _pod_spec, "Node": _node_spec, "PodGroup": _pg_spec,
-                         "Queue": _queue_spec, "Lease": _lease_spec, "HyperNode": _hyper_node_spec}
+                         "Queue": _queue_spec, "Lease": _lease_spec, "HyperNode": _hyper_node_spec,
+                         "Namespace": _namespace_spec, "Event": _event_body}
 _STATUS: dict[str, _Fn] = {"Pod": _pod_status, "Node": _node_status, "PodGroup": _pg_status,
-                           "Queue": _queue_status}
+                           "Queue": _queue_status, "Namespace": _namespace_status}
 
 
 def _metadata(v: _V, info: KindInfo, md: object) -> tuple[dict, str]:
@@ -499,6 +565,8 @@ def normalise(obj: object, *, kind: str | None = None) -> tuple[dict, KindInfo, 
                          kind=kind)
     info = kind_info(obj.get("kind", kind), namespace=ref.get("namespace"), name=ref.get("name"))
     ref["kind"] = info.name
+    if info.name == "Event":
+        obj = _fold_event(obj)
     v = _V(ref)
     out = dict(obj)
     out["kind"] = info.name

@@ -60,7 +60,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"   # the watch-list bookmark's a
 RV_MATCHES = ("NotOlderThan", "Exact")
 # the operations both clients expose as ``client.<op>(...)`` (watch stays hand-written in each
 # client: its read path is tuned there)
-API_OPS = ("create", "get", "list", "update", "update_status", "update_status_many", "patch_annotations", "bind",
+API_OPS = ("create", "get", "list", "update", "replace", "update_status", "update_status_many", "patch_annotations", "bind",
            "bind_many", "delete", "evict", "finalize_deletions", "watch_list",
            "current_resource_version", "compact")
 
@@ -623,6 +623,16 @@ class Store:
         finalizers once it is being deleted, and removing the last finalizer of an object deleted
         with grace 0 removes it (DELETED; returns its last stored state); Pod
         ``spec.schedulingGates`` may only shrink."""
+        return (yield from self._update(obj, "U", "update"))
+
+    def replace(self, obj: object) -> Op:
+        """Replace the whole object, ``status`` included: a PUT of a kind whose status has no
+        subresource of its own (Volcano's PodGroup CRD has ``subresources: {}``), and a write that
+        changes status and metadata together (``pods/status`` may change labels and annotations).
+        Preconditions, checks and the last-finalizer rule exactly as :meth:`update`."""
+        return (yield from self._update(obj, "P", "replace"))
+
+    def _update(self, obj: object, op: str, what: str) -> Op:
         obj, info, key = normalise(_input_object(obj))
         md = obj["metadata"]
         want = md.get("resourceVersion")
@@ -630,11 +640,11 @@ class Store:
         for _ in range(MAX_RETRIES):
             raw = yield Command(("HGET", okey, key))
             if raw is None:
-                raise NotFound("update: not found", **_ref(info, key))
+                raise NotFound(f"{what}: not found", **_ref(info, key))
             cur = self._decode_stored(raw, info, key)
             cmd = cur["metadata"]
             if want and cmd.get("resourceVersion") != want:
-                _raise_for(4092, cmd.get("resourceVersion"), info, key, "update")
+                _raise_for(4092, cmd.get("resourceVersion"), info, key, what)
             self._check_update(info, key, cur, obj)
             expect = raw[-8:]
             if (cmd.get("deletionTimestamp") is not None and cmd.get("deletionGracePeriodSeconds") == 0
@@ -643,13 +653,16 @@ class Store:
                 code, rv, last = yield self._apply([("D", info.name, key, expect, "", 0, "")])
             else:
                 blob, slen = encode(obj)
-                code, rv, last = yield self._apply([("U", info.name, key, expect, blob, slen, "")])
+                code, rv, last = yield self._apply([(op, info.name, key, expect, blob, slen, "")])
             if code == 4092 and not want:
                 continue   # raced with another writer after our read: re-read, re-check
             if code:
-                _raise_for(code, rv, info, key, "update")
+                _raise_for(code, rv, info, key, what)
+            if last is None or last is False:   # P answers no blob: the object is what was sent
+                md["resourceVersion"] = rv
+                return obj
             return self._decode_stored(last, info, key)
-        raise Conflict(f"update: gave up after {MAX_RETRIES} conflicting writes", **_ref(info, key))
+        raise Conflict(f"{what}: gave up after {MAX_RETRIES} conflicting writes", **_ref(info, key))
 
     def _check_update(self, info: KindInfo, key: str, cur: dict, new: dict) -> None:
         """The update rules of ValidateObjectMetaUpdate / BeforeUpdate / ValidatePodUpdate that
