@@ -77,6 +77,11 @@ def table_module(resource: Resource):
         return None
 
 
+def _key_of(o: dict) -> tuple:
+    md = o["metadata"]
+    return (md.get("namespace") or "", md.get("name") or "")
+
+
 def _json(body: dict, status: int = 200) -> web.Response:
     return web.Response(status=status, body=dumps(body), content_type="application/json")
 
@@ -163,6 +168,9 @@ async def list_objects(ctx: RequestContext) -> web.StreamResponse:
     ep.log_delivery({"kind": r.store_kind or r.kind, "type": "LIST", "rv": rv, "count": len(items),
                      "relist": False, "recv": t0, "delivered": now, "wall": time.time(),
                      "ns": ctx.namespace or "", "continue": bool(opts.continue_)})
+    if not opts.limit and not opts.continue_ and len(items) > 1:
+        # a whole list is read from a hash: order it by key as etcd (and every paged list) does
+        items.sort(key=_key_of)
     for o in items:
         to_kube_owned(o, r)
     if ctx.wants_table:

@@ -127,12 +127,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     mark: list = []
     token = _REQUEST_LOGGED.set(mark)
     t0 = time.monotonic()
-    ctx: RequestContext | None = None
+    held: list[RequestContext] = []     # the request's context, once parsed (kept when a handler raises)
     code = 500
     verb = request.method.lower()
     try:
         try:
-            ctx, resp = await _dispatch(request, ep, front)
+            resp = await _dispatch(request, ep, front, held)
             code = resp.status
             return resp
         except KubeError as e:
@@ -147,6 +147,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
             return error_response(KubeError(500, "InternalError", f"{type(e).__name__}: {e}"))
     finally:
         _REQUEST_LOGGED.reset(token)
+        ctx = held[0] if held else None
         if not mark:
             extra = {"path": request.path, "ms": round((time.monotonic() - t0) * 1000, 3)}
             if ctx is not None:
@@ -156,38 +157,38 @@ async def _handle(request: web.Request) -> web.StreamResponse:
                            ctx.name if ctx else None, ctx.subresource if ctx else None, code, **extra)
 
 
-async def _dispatch(request: web.Request, ep: Endpoint, front: KubeFront):
+async def _dispatch(request: web.Request, ep: Endpoint, front: KubeFront, held: list):
     parts = [p for p in request.path.split("/") if p]
     method = request.method
     if not parts:
-        return None, _json({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
+        return _json({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
     head = parts[0]
     if head in HEALTH:
-        return None, web.Response(text="ok", content_type="text/plain")
+        return web.Response(text="ok", content_type="text/plain")
     if head == "version" and len(parts) == 1:
-        return None, _json(discovery.version_info(*front.version))
+        return _json(discovery.version_info(*front.version))
     if head == "api":
         if len(parts) == 1:
-            return None, _json(discovery.core_versions(request.host or "127.0.0.1"))
+            return _json(discovery.core_versions(request.host or "127.0.0.1"))
         if parts[1] != "v1":
             raise _not_found(request.path)
         if len(parts) == 2:
-            return None, _json(discovery.api_resource_list("", "v1"))
-        return await _resource(request, ep, "", "v1", parts[2:])
+            return _json(discovery.api_resource_list("", "v1"))
+        return await _resource(request, ep, "", "v1", parts[2:], held)
     if head == "apis":
         if len(parts) == 1:
-            return None, _json(discovery.api_group_list())
+            return _json(discovery.api_group_list())
         if len(parts) == 2:
             doc = discovery.api_group(parts[1])
             if doc is None:
                 raise _not_found(request.path)
-            return None, _json(doc)
+            return _json(doc)
         if len(parts) == 3:
             doc = discovery.api_resource_list(parts[1], parts[2])
             if doc is None:
                 raise _not_found(request.path)
-            return None, _json(doc)
-        return await _resource(request, ep, parts[1], parts[2], parts[3:])
+            return _json(doc)
+        return await _resource(request, ep, parts[1], parts[2], parts[3:], held)
     raise _not_found(request.path)
 
 
@@ -211,9 +212,10 @@ def _split(group: str, version: str, rest: list[str], path: str):
     return r, ns, name, sub
 
 
-async def _resource(request: web.Request, ep: Endpoint, group: str, version: str, rest: list[str]):
+async def _resource(request: web.Request, ep: Endpoint, group: str, version: str, rest: list[str], held: list):
     r, ns, name, sub = _split(group, version, rest, request.path)
     ctx = RequestContext(request, ep, r, ns, name, sub)
+    held.append(ctx)
     method = request.method
     if method in ("GET", "HEAD"):
         if sub not in (None, "status"):
@@ -221,13 +223,13 @@ async def _resource(request: web.Request, ep: Endpoint, group: str, version: str
         if name is None:
             if _truthy(request.query.get("watch")):
                 from kube_api.watches import watch
-                return ctx, await watch(ctx)
+                return await watch(ctx)
             from kube_api.lists import list_objects
-            return ctx, await list_objects(ctx)
+            return await list_objects(ctx)
         if r.namespaced and ns is None:
             raise _not_found(request.path)
         from kube_api.lists import get_object
-        return ctx, await get_object(ctx)
+        return await get_object(ctx)
     try:
         from kube_api import writes
     except ModuleNotFoundError as e:
@@ -235,7 +237,7 @@ async def _resource(request: web.Request, ep: Endpoint, group: str, version: str
             raise
         raise KubeError(405, "MethodNotAllowed",
                         f"{method} on {r.qualified} is not served yet (the write path is not installed)") from None
-    return ctx, await writes.handle(ctx)
+    return await writes.handle(ctx)
 
 
 # --- kubeconfig ---------------------------------------------------------------------------------
