@@ -34,10 +34,12 @@ from cluster_state.objects import normalise, served_shape
 from kube_api.codec import dumps, from_kube, to_kube
 from kube_api.context import PROTOBUF, RequestContext
 from kube_api.patch import APPLY, PATCH_TYPES, PatchError, apply_patch
-from kube_api.resources import Resource
+from kube_api.resources import Resource, lookup
 from kube_api.status import REASONS, KubeError, from_store_error, success_status
 
 __all__ = ["handle", "MAX_PATCH_RETRIES", "STATUS_SUBRESOURCE_KINDS"]
+
+_PODS = lookup("", "v1", "pods")
 
 MAX_PATCH_RETRIES = 16
 # kinds whose main-resource writes leave status alone (their strategies reset it; a CRD with a
@@ -83,6 +85,13 @@ async def _route(ctx: RequestContext, extra: dict) -> web.Response:
     dry = _dry_run(ctx)
     if dry:
         extra["dryRun"] = True
+    if r.group == "" and r.plural == "bindings":
+        # the legacy bindings collection (the Python client's create_namespaced_binding): the
+        # Binding's own name names the pod
+        if method != "POST" or ctx.name is not None or ctx.namespace is None:
+            raise _not_allowed(r, f"only POST /api/v1/namespaces/{{namespace}}/bindings is served, not {method} "
+                                  f"{ctx.request.path}")
+        return await _bind(ctx, dry, extra, legacy=True)
     if r.store_kind is None or not r.modelled:
         raise KubeError(405, "MethodNotAllowed",
                         f"{method} is not allowed on {r.qualified}: the testbed does not store {r.plural} "
@@ -151,13 +160,14 @@ def _store_error(e: Exception, r: Resource, name: str | None) -> KubeError:
     return from_store_error(e, r, name)
 
 
-async def _call(ctx: RequestContext, op: str, *args, name: str | None = None, **kw) -> Any:
+async def _call(ctx: RequestContext, op: str, *args, name: str | None = None, resource: Resource | None = None,
+                **kw) -> Any:
     try:
         return await ctx.endpoint.call(op, *args, **kw)
     except KubeError:
         raise
     except Exception as e:  # noqa: BLE001 -- store errors (and a lost store) become a Status
-        raise _store_error(e, ctx.resource, name if name is not None else ctx.name) from None
+        raise _store_error(e, resource or ctx.resource, name if name is not None else ctx.name) from None
 
 
 def _respond(obj: dict, r: Resource, code: int = 200) -> web.Response:
@@ -627,43 +637,49 @@ async def _delete_object(ctx: RequestContext, opts: dict, dry: bool, extra: dict
 
 
 # --- pods/binding, pods/eviction ----------------------------------------------------------------
-async def _bind(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
-    r = ctx.resource
+async def _bind(ctx: RequestContext, dry: bool, extra: dict, *, legacy: bool = False) -> web.Response:
+    r = ctx.resource if not legacy else _PODS
     if dry:
         raise _bad("dryRun is not supported for pods/binding", "dryRun", r, ctx.name)
     body = await _object_body(ctx, "Binding", ("v1",))
     md = body.get("metadata") or {}
-    if md.get("name") != ctx.name:
-        raise _bad(f"name in URL ({ctx.name!r}) does not match name in Binding object ({md.get('name')!r})",
-                   "metadata.name", r, ctx.name)
+    name = ctx.name
+    if legacy:
+        name = md.get("name")
+        if not isinstance(name, str) or not name:
+            raise _invalid(r, None, "metadata.name", "Required value: the name of the pod to bind",
+                           "FieldValueRequired")
+    if md.get("name") != name:
+        raise _bad(f"name in URL ({name!r}) does not match name in Binding object ({md.get('name')!r})",
+                   "metadata.name", r, name)
     if md.get("namespace") not in (None, "", ctx.namespace):
         raise _bad(f"the namespace of the Binding ({md.get('namespace')!r}) does not match the namespace sent on "
-                   f"the request ({ctx.namespace!r})", "metadata.namespace", r, ctx.name)
+                   f"the request ({ctx.namespace!r})", "metadata.namespace", r, name)
     target = body.get("target")
     if not isinstance(target, dict):
-        raise _invalid(r, ctx.name, "target", "Required value: a target object {kind: Node, name} is required",
+        raise _invalid(r, name, "target", "Required value: a target object {kind: Node, name} is required",
                        "FieldValueRequired")
     if target.get("kind") not in (None, "", "Node"):
-        raise _invalid(r, ctx.name, "target.kind", f"Invalid value: {target.get('kind')!r}: must be empty or 'Node'")
+        raise _invalid(r, name, "target.kind", f"Invalid value: {target.get('kind')!r}: must be empty or 'Node'")
     node = target.get("name")
     if not isinstance(node, str) or not node:
-        raise _invalid(r, ctx.name, "target.name", "Required value: the node to bind to", "FieldValueRequired")
+        raise _invalid(r, name, "target.name", "Required value: the node to bind to", "FieldValueRequired")
     uid = md.get("uid")
     if uid is not None and not isinstance(uid, str):
-        raise _bad(f"metadata.uid must be a string, got {uid!r:.80}", "metadata.uid", r, ctx.name)
+        raise _bad(f"metadata.uid must be a string, got {uid!r:.80}", "metadata.uid", r, name)
     ann = md.get("annotations")
     if ann is not None and (not isinstance(ann, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                                   for k, v in ann.items())):
-        raise _invalid(r, ctx.name, "metadata.annotations", "expected a map of string to string")
+        raise _invalid(r, name, "metadata.annotations", "expected a map of string to string")
     extra["op"] = "bind"
     extra["node"] = node
-    pod = await _call(ctx, "bind", ctx.namespace, ctx.name, node, uid=uid or None)
+    pod = await _call(ctx, "bind", ctx.namespace, name, node, uid=uid or None, name=name, resource=r)
     # setPodNodeAndMetadata copies the Binding's annotations onto the pod
     have = (pod.get("metadata") or {}).get("annotations") or {}
     changed = {k: v for k, v in (ann or {}).items() if have.get(k) != v}
     if changed:
         extra["annotations"] = len(changed)
-        await _call(ctx, "patch_annotations", "Pod", ctx.name, ctx.namespace, changed)
+        await _call(ctx, "patch_annotations", "Pod", name, ctx.namespace, changed, name=name, resource=r)
     return _status(success_status(code=201))
 
 
