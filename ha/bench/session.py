@@ -185,7 +185,7 @@ def model_session(cache: Any, io: Any, hypernodes: bool = False) -> tuple[int, f
             fn()
     t3 = time.perf_counter()
     phases = {"open_s": t1 - t0, "allocate_s": t2 - t1, "close_s": t3 - t2,
-              # framework/fastpath.py (vectorised, result-identical allocate path; env
+              # actions/allocate/fastpath.py (vectorised, result-identical allocate path; env
               # HA_ALLOCATE_FASTPATH=0 turns it off) served this session
               "fastpath": getattr(action, "fastpath", None) is not None}
     return _bind_count(io) - before, t3 - t0, phases

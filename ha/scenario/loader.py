@@ -739,7 +739,7 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
 def _known_arguments(ctx: _Ctx, plugin: str, args: dict, where: str) -> None:
     """Reject argument keys the plugin does not read. A plugin builder declares them in
     ``argument_keys`` (exact keys) and ``argument_prefixes``; one declaring neither is not checked."""
-    from ha.scheduler.actions.gang_path import GANG_AWARE_KEY
+    from ha.scheduler.actions.utils.gang_path import GANG_AWARE_KEY
     from ha.scheduler.framework.registry import get_plugin_builder
     builder = get_plugin_builder(plugin)
     keys = getattr(builder, "argument_keys", None)

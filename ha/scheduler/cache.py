@@ -151,7 +151,7 @@ class SchedulerCache:
         self.node_clones = NodeClones()
         self.job_clones = JobClones()
         # the allocate fast path's rows of the last build, by node: kept for the nodes whose
-        # clone the next snapshot reuses (framework/fastpath.py _load_rows)
+        # clone the next snapshot reuses (actions/allocate/fastpath.py _load_rows)
         self.fast_path_rows: dict | None = None
         # what runs a session's write-back calls (framework/job_updater.py): None, in order in the
         # session; a live instance sets its environment's (in parallel)

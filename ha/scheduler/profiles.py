@@ -28,10 +28,16 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from ha.errors import BadInput
 
-__all__ = ["Switches", "PROFILES", "DEPRECATED_SWITCHES", "profile", "profile_names"]
+__all__ = ["Switches", "PROFILES", "DEPRECATED_SWITCHES", "profile", "profile_names", "switch_on"]
 
 # old switch name -> the switch it means now (accepted in experiment / scenario files, with_)
 DEPRECATED_SWITCHES: dict[str, str] = {"futureidle_unpipeline": "overflow_unpipeline"}
+
+
+def switch_on(ssn: object, name: str) -> bool:
+    """Whether the session's switch ``name`` is on (a session without switches: off)."""
+    sw = getattr(ssn, "switches", None) if ssn is not None else None
+    return bool(getattr(sw, name, False))
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ up again when that is exact (whole, non-negative amounts below 2**53, no scalar 
 What a session derives from an unchanged clone is kept with it for the next session, each keyed on
 what it was derived from and checked by the same verifier switch: a job's close verdict
 (framework/settled_close.py), its queue account (plugins/queue_attrs.py ``QueueAccount``), and the
-allocate fast path's row of a node (framework/fastpath.py ``_load_rows``, kept on the cache by node
+allocate fast path's row of a node (actions/allocate/fastpath.py ``_load_rows``, kept on the cache by node
 clone and k8s view).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The vectorised allocate path (ha/scheduler/framework/fastpath.py) against the scalar path.
+"""The vectorised allocate path (ha/scheduler/actions/allocate/fastpath.py) against the scalar path.
 
 Randomised clusters (seeded): nodes of varied sizes and pod limits, GPUs, zone labels, NoSchedule /
 NoExecute / PreferNoSchedule taints, unschedulable nodes; running, releasing (deleting) and — in the
@@ -22,7 +22,7 @@ import pytest
 
 from ha.scheduler.cache import SchedulerCache
 from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
-from ha.scheduler.framework import fastpath
+from ha.scheduler.actions.allocate import fastpath
 from ha.scheduler.framework.util import PredicateHelper, _set_last_index, _get_last_index, prioritize_nodes
 from ha.scheduler.interfaces import RecordingIO
 from ha.scheduler.profiles import profile

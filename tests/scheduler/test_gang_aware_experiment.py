@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ha.experiment.config import load_experiment
-from ha.scheduler.actions import gang_path
+from ha.scheduler.actions.utils import gang_path
 from tests.scheduler.fw_helpers import make_cache, session
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 from ha.scheduler.api import TaskStatus, ZERO, preemptable_status
 from ha.scheduler.api.types import FitError
-from ha.scheduler.actions import gang_path
+from ha.scheduler.actions.utils import gang_path
 from ha.scheduler.framework.statement import Statement, StatementError
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes, sort_nodes,
                                          validate_victims)

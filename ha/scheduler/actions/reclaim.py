@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ha.scheduler.api import TaskStatus, ZERO
-from ha.scheduler.actions import gang_path
+from ha.scheduler.actions.utils import gang_path
 from ha.scheduler.framework.statement import Statement, StatementError
 from ha.scheduler.framework.util import PredicateHelper, PriorityQueue, validate_victims
 

@@ -34,7 +34,7 @@ class NodeInfo:
                  "oversubscription_resource", "_sink", "_changes", "derived", "__weakref__")
 
     def __init__(self, node: dict | None = None):
-        # a set the allocate fast path (framework/fastpath.py) watches: every change of this
+        # a set the allocate fast path (actions/allocate/fastpath.py) watches: every change of this
         # node's accounting adds the node name to it; None (the default) costs one test
         self._sink = None
         # the same, for the snapshot's reuse of unchanged clones (cache.py, "snapshot reuse"):

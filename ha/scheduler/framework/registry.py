@@ -1,7 +1,7 @@
 """Plugin builder registry (``framework.RegisterPluginBuilder`` / ``GetPluginBuilder``).
 
 A builder is ``builder(arguments: dict) -> Plugin``. Plugin modules register themselves at import
-time; ``open_session`` imports ``ha.scheduler.plugins`` so that importing it fills this registry.
+time; importing ``ha.scheduler`` imports them (the framework itself imports no plugin).
 """
 from __future__ import annotations
 

@@ -62,6 +62,7 @@ from typing import Any, Callable, Iterable
 from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
 from ha.scheduler.api.job_info import writable_status as _writable_status
 from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
+from ha.scheduler.framework import registry
 from ha.scheduler.framework.events import Event, EventHandler, NodeScore, ValidateResult
 from ha.scheduler.framework.fit import FitError, as_fit_error
 from ha.scheduler.framework.hypernodes import open_hyper_nodes
@@ -1049,30 +1050,12 @@ def _cache_add_bind_task(cache: Any, ctx: BindContext) -> None:
 # -------------------------------------------------------------------------------------------------
 
 def _lookup_builder(name: str, registered: tuple[str, ...] | None) -> Callable | None:
+    """The builder registered under ``name`` (None: unknown, or not among ``registered``). The
+    plugin modules register themselves when ``ha.scheduler`` is imported; the framework itself
+    imports no plugin."""
     if registered is not None and name not in registered:
         return None
-    from ha.scheduler.framework import registry
-    b = registry.get_plugin_builder(name)
-    if b is not None:
-        return b
-    try:
-        import ha.scheduler.plugins as plugins_pkg
-    except ImportError:
-        return None
-    getter = getattr(plugins_pkg, "get_plugin_builder", None)
-    if getter is None:
-        return None
-    try:
-        return getter(name)
-    except Exception:  # noqa: BLE001 - unknown plugin: Volcano logs and skips it
-        return None
-
-
-def _load_plugin_modules() -> None:
-    try:
-        import ha.scheduler.plugins  # noqa: F401 - importing fills the registry
-    except ImportError as e:
-        log.debug("ha.scheduler.plugins not importable: %s", e)
+    return registry.get_plugin_builder(name)
 
 
 def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[Tier] | None = None,
@@ -1123,7 +1106,6 @@ def open_session(cache: Any, conf: SchedulerConf | None = None, *, tiers: list[T
     ssn.total_guarantee = Resource()
     ssn.total_deserved = Resource()
 
-    _load_plugin_modules()
     for tier in ssn.tiers:
         for opt in tier.plugins:
             builder = _lookup_builder(opt.name, conf.registered_builders)

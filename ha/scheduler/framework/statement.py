@@ -28,6 +28,7 @@ from enum import IntEnum
 from typing import Any
 
 from ha.scheduler.api import TaskStatus
+from ha.scheduler.profiles import switch_on as _sw
 from ha.scheduler.api.types import CacheError  # FatalCacheError (klog.Fatalf) always propagates
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,6 @@ class Operation:
 
 class StatementError(Exception):
     """A Statement call failed (Go returns an ``error``); the session may be partially changed."""
-
-
-def _sw(ssn: Any, name: str) -> bool:
-    sw = getattr(ssn, "switches", None) if ssn is not None else None
-    return bool(getattr(sw, name, False))
 
 
 class Statement:

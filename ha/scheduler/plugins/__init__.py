@@ -14,37 +14,9 @@ decide which of them run (``enabled*`` flags of the tier options), as Volcano's 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-from ha.errors import BadInput
-from ha.scheduler.framework import registry as _registry
+from ha.scheduler.plugins.factory import PluginBuilder, get_plugin_builder, plugin_names, register
 
 __all__ = ["register", "get_plugin_builder", "plugin_names", "PluginBuilder"]
-
-PluginBuilder = Callable[[Mapping[str, Any]], Any]
-
-
-def register(name: str) -> Callable[[PluginBuilder], PluginBuilder]:
-    """Class/function decorator: register ``name`` in the framework's builder registry."""
-
-    def deco(builder: PluginBuilder) -> PluginBuilder:
-        _registry.register_plugin_builder(name, builder)
-        return builder
-
-    return deco
-
-
-def get_plugin_builder(name: str) -> PluginBuilder:
-    """The builder registered under ``name``; BadInput naming the known plugins otherwise."""
-    builder = _registry.get_plugin_builder(name)
-    if builder is None:
-        raise BadInput(f"unknown scheduler plugin {name!r}; known: {', '.join(plugin_names())}")
-    return builder
-
-
-def plugin_names() -> list[str]:
-    return _registry.registered_plugin_names()
-
 
 # Importing the modules fills the registry.
 from ha.scheduler.plugins import (  # noqa: E402,F401  (imported for their registrations)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.util import arguments
 
 PLUGIN_NAME = "binpack"

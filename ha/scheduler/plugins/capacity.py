@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ha.scheduler.framework.events import EventHandler
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.queue_attrs import (
     QueueAttr, QueueAttrPlugin, account_job, enqueue_within_real_capability, job_fits_real_capability,
     job_min_resources, open_queue_admits, pg_min_resources, proportion_share, queue_capability,

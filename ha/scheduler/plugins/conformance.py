@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.util import PERMIT, Plugin
 
 PLUGIN_NAME = "conformance"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ha.scheduler.framework.events import EventHandler
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.util import PERMIT, Resource, share
 from ha.scheduler.snapshot_reuse import verifying
 

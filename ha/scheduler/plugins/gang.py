@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ha.scheduler.api import TaskStatus, ValidateResult, allocated_status
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.util import PERMIT, REJECT, Plugin
 
 PLUGIN_NAME = "gang"

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ha.scheduler.plugins.k8s_nodes import has_pod_affinity, has_required_anti_affinity  # noqa: F401
-from ha.scheduler.plugins import predicates as _predicates  # its label-expression matcher
+from ha.scheduler.plugins.matchers import match_expression
 
 __all__ = ["AffinityTerm", "PodAffinity", "pod_affinity", "has_pod_affinity",
            "has_required_anti_affinity", "PreFilterState", "pre_filter", "filter_node",
@@ -69,7 +69,7 @@ def selector_matches(selector: dict | None, labels: dict) -> bool:
             return False
     for e in selector.get("matchExpressions") or ():
         k = e.get("key")
-        if not _predicates._match_expression(e, labels.get(k), k in labels):
+        if not match_expression(e, labels.get(k), k in labels):
             return False
     return True
 

@@ -51,7 +51,7 @@ from ha.scheduler.framework.events import EventHandler
 from ha.scheduler.framework.gang_eviction import PURPOSE_EVICT, SearchSpace, needed_dims
 from ha.scheduler.framework.hypernodes import (find_job_task_num_of_hyper_node, has_real_hyper_nodes,
                                                install_hyper_nodes)
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.util import arguments
 
 PLUGIN_NAME = "network-topology-aware"

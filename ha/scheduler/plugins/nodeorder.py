@@ -25,12 +25,12 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins import interpod_affinity
 from ha.scheduler.plugins.k8s_nodes import (  # noqa: F401
     K8sNodeInfo, affinity_index, cached_pod_requests, node_map, pod_requests,
 )
-from ha.scheduler.plugins.predicates import _term_matches, tolerates
+from ha.scheduler.plugins.matchers import term_matches, tolerates
 from ha.scheduler.plugins.util import arguments
 
 PLUGIN_NAME = "nodeorder"
@@ -126,7 +126,7 @@ def node_affinity_score(pod: dict, node: dict | None) -> int:
     total = 0
     for term in preferred:
         w = int(term.get("weight") or 0)
-        if w and _term_matches(term.get("preference") or _EMPTY, labels, md.get("name", "")):
+        if w and term_matches(term.get("preference") or _EMPTY, labels, md.get("name", "")):
             total += w
     return total
 

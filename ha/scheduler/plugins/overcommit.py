@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.queue_attrs import (
     PG_INQUEUE, PG_RUNNING, allocated_task_num, inqueue_resource, pg_min_member, pg_min_resources,
 )

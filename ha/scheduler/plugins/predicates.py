@@ -28,10 +28,11 @@ from typing import Any, Mapping
 
 from ha.scheduler.api.types import NODE_POD_NUMBER_EXCEEDED, FitError, Status, StatusCode
 from ha.scheduler.framework.events import EventHandler
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.k8s_nodes import affinity_index, has_pod_affinity, node_map, pod_host_ports
+from ha.scheduler.plugins.matchers import term_matches, tolerates  # noqa: F401  (tolerates: re-exported)
 from ha.scheduler.plugins.util import arguments
-from ha.scheduler.plugins import interpod_affinity  # it reads this module's matchers at call time
+from ha.scheduler.plugins import interpod_affinity
 
 PLUGIN_NAME = "predicates"
 
@@ -56,60 +57,6 @@ def _spec(pod: dict) -> dict:
     return (pod or _EMPTY).get("spec") or _EMPTY
 
 
-def tolerates(tolerations: list[dict], taint: dict) -> bool:
-    """v1.Toleration.ToleratesTaint for any of ``tolerations``."""
-    for tol in tolerations or ():
-        effect = tol.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        key = tol.get("key") or ""
-        op = tol.get("operator") or "Equal"
-        if key and key != taint.get("key"):
-            continue
-        if op == "Exists":
-            return True
-        if op == "Equal" and (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
-def _match_expression(expr: dict, value: str | None, present: bool) -> bool:
-    op = expr.get("operator")
-    values = expr.get("values") or []
-    if op == "In":
-        return present and value in values
-    if op == "NotIn":
-        return not present or value not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        if not present or len(values) != 1:
-            return False
-        try:
-            lv, rv = int(value), int(values[0])
-        except (TypeError, ValueError):
-            return False
-        return lv > rv if op == "Gt" else lv < rv
-    return False
-
-
-def _term_matches(term: dict, labels: dict, node_name: str) -> bool:
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False  # an empty term matches no objects
-    for e in exprs:
-        k = e.get("key")
-        if not _match_expression(e, labels.get(k), k in labels):
-            return False
-    for f in fields:
-        if f.get("key") != "metadata.name" or not _match_expression(f, node_name, True):
-            return False
-    return True
-
-
 def node_matches_affinity(pod: dict, node: dict) -> bool:
     """NodeAffinity filter: every nodeSelector label, and one required nodeSelectorTerm."""
     md = (node or _EMPTY).get("metadata") or _EMPTY
@@ -121,7 +68,7 @@ def node_matches_affinity(pod: dict, node: dict) -> bool:
                  .get("requiredDuringSchedulingIgnoredDuringExecution")) or None)
     if required is not None:
         terms = required.get("nodeSelectorTerms") or []
-        if not any(_term_matches(t, labels, md.get("name", "")) for t in terms):
+        if not any(term_matches(t, labels, md.get("name", "")) for t in terms):
             return False
     return True
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.queue_attrs import (
     QueueAttr, QueueAttrPlugin, enqueue_within_real_capability, new_queue_attr, open_queue_admits,
     proportion_share, queue_is_open, queue_priority, reclaimees_by_queue,

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from ha.scheduler.api.duration import parse_go_duration
 from ha.scheduler.api.job_info import JOB_WAITING_TIME
-from ha.scheduler.plugins import register
+from ha.scheduler.plugins.factory import register
 from ha.scheduler.plugins.util import ABSTAIN, PERMIT, Plugin
 
 PLUGIN_NAME = "sla"

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from ha.scheduler.actions.allocate.future_idle import future_idle_for
 from ha.scheduler.snapshot_reuse import SnapshotReuseMismatch, verifying
 
 from ha.scheduler.api import TaskStatus, ZERO, exact_fields
@@ -537,7 +538,6 @@ class AllocateFastPath:
         # PR fix S1: a task Pipelined on a node does not compete with its own reservation there
         j0, ok0 = self._own_node(task), False
         if j0 >= 0:
-            from ha.scheduler.actions.allocate import future_idle_for
             ok0 = task.init_resreq.less_equal(future_idle_for(ssn, task, self.node_list[j0]), ZERO)
         affinity_work = self._affinity_filter(task)
         simple = f.simple and not affinity_work

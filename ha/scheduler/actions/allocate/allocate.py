@@ -55,7 +55,7 @@ task carries the sub-job's allocated hypernode (``task.job_allocated_hyper_node`
 plugin's node score), which grows to the LCA of the placed nodes' lowest-tier hypernodes and is kept
 when a soft job becomes ready. When seed 001's ``GangSearchSpaceFn`` answers for a job (the
 network-topology-aware plugin does when its ``enabledHyperNodeGradient`` is off), that hook places
-the job in one of its domains instead (gang_path.py). A job with a network topology never takes the
+the job in one of its domains instead (gang_domains.py). A job with a network topology never takes the
 vectorised fast path.
 
 Deviations: sub-group policies are not modelled (every job is its default sub-job); no sharding;
@@ -67,33 +67,22 @@ import logging
 from typing import Any
 
 from ha.scheduler.api import CacheError, TaskStatus, ZERO
+from ha.scheduler.profiles import switch_on as _sw
 from ha.scheduler.api.types import Status, StatusCode, FitError, FitErrors, wrap_insufficient_resource_reason
 from ha.scheduler.api.hypernode_info import CLUSTER_TOP_HYPERNODE
 from ha.scheduler.api.job_info import writable_status
+from ha.scheduler.actions.allocate import fastpath
+from ha.scheduler.actions.allocate.future_idle import future_idle_for
+from ha.scheduler.actions.allocate.gang_domains import NOT_HANDLED, allocate_in_domains, undo_side_effects
 from ha.scheduler.framework.hypernodes import (find_hyper_node_for_node, prioritize_hyper_nodes,
                                                select_best_hyper_node_and_score)
-from ha.scheduler.framework.statement import Statement, StatementError, save_operations
+from ha.scheduler.framework.statement import OperationKind, Statement, StatementError, save_operations
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes,
                                          select_best_node_and_score)
 
 log = logging.getLogger(__name__)
 
 ENABLE_PREDICATE_ERR_CACHE_KEY = "predicateErrorCacheEnable"
-
-
-def _sw(ssn: Any, name: str) -> bool:
-    return bool(getattr(ssn.switches, name, False))
-
-
-def future_idle_for(ssn: Any, task: Any, node: Any):
-    """``node.future_idle()``; with ``self_exclusion`` a task Pipelined on this node does not
-    compete with its own reservation."""
-    fi = node.future_idle()
-    if (_sw(ssn, "self_exclusion") and task.status == TaskStatus.PIPELINED and task.node_name == node.name):
-        stored = node.tasks.get(task.pod_key)
-        if stored is not None and stored.status == TaskStatus.PIPELINED:
-            fi.add(stored.resreq)
-    return fi
 
 
 class _AllocateContext:
@@ -117,7 +106,7 @@ class AllocateAction:
         self._sub_job_decisions: dict[tuple[Any, str], str] = {}
         self.enable_predicate_error_cache = True
         self.ph: PredicateHelper | None = None
-        self.fastpath: Any = None  # framework/fastpath.py, decided once per session
+        self.fastpath: Any = None  # actions/allocate/fastpath.py, decided once per session
 
     def name(self) -> str:
         return "allocate"
@@ -137,7 +126,6 @@ class AllocateAction:
         self.parse_arguments(ssn)
         self.ssn = ssn
         self._sub_job_decisions = {}
-        from ha.scheduler.framework import fastpath
         self.fastpath = fastpath.for_session(ssn)
         if _sw(ssn, "overflow_unpipeline"):
             self.unpipeline_overflowed_pipelined_tasks()
@@ -297,7 +285,7 @@ class AllocateAction:
 
     # -- network topology (hard mode) -----------------------------------------------------------
     def _domain_hook_applies(self, job: Any) -> bool:
-        """Seed 001: a GangSearchSpaceFn that answers for this job places it (gang_path.py)."""
+        """Seed 001: a GangSearchSpaceFn that answers for this job places it (gang_domains.py)."""
         if not getattr(self.ssn, "gang_search_space_fns", None):
             return False
         from ha.scheduler.framework.gang_eviction import PURPOSE_ALLOCATE
@@ -392,10 +380,9 @@ class AllocateAction:
                                      hyper_node: str = CLUSTER_TOP_HYPERNODE) -> Statement | None:
         ssn = self.ssn
         if nodes is None:
-            # --- seed 001 hook (gang_path.py): a job a GangSearchSpaceFn constrains is placed
+            # --- seed 001 hook (gang_domains.py): a job a GangSearchSpaceFn constrains is placed
             # within one of its domains; ``nodes`` restricts this call to one domain. ---
             if getattr(ssn, "gang_search_space_fns", None):
-                from ha.scheduler.actions.gang_path import NOT_HANDLED, allocate_in_domains
                 res = allocate_in_domains(self, job, tasks)
                 if res is not NOT_HANDLED:
                     return res
@@ -555,3 +542,21 @@ def update_job_tier(tier_name_map: dict[str, int], job: Any) -> None:
 
 def new() -> AllocateAction:
     return AllocateAction()
+
+
+def dry_run_allocate(ssn: Any, job: Any, tasks: list[Any], domain: list[Any]) -> list[tuple[Any, str]] | None:
+    """Seed §3.3.2: run allocate's ``allocate_resources_for_tasks`` for the gang on the domain
+    only, read the placements, undo everything (including the shared pod's spec.nodeName, the
+    job's fit errors and the tasks' last transactions). None unless the job ends Pipelined/Ready."""
+    alloc = AllocateAction()
+    alloc.parse_arguments(ssn)
+    alloc.ssn = ssn
+    with undo_side_effects(job, tasks):
+        stmt = alloc.allocate_resources_for_tasks(job, PriorityQueue(ssn.task_order_fn, tasks), nodes=domain)
+        if stmt is None:
+            return None
+        placements = [(op.task, op.task.node_name) for op in stmt.operations
+                      if op.name in (OperationKind.ALLOCATE, OperationKind.PIPELINE)]
+        ok = bool(placements) and ssn.job_pipelined(job)
+        stmt.discard()
+    return placements if ok else None

@@ -1,5 +1,6 @@
-"""The gang-aware pipeline shared by preempt and reclaim (seed 001 §2.2, §3.3), the allocate
-domain hook, and the sticky-domain retrofit of the legacy loops (§4.3.2).
+"""The gang-aware pipeline shared by preempt and reclaim (seed 001 §2.2, §3.3) and the
+sticky-domain retrofit of the legacy loops (§4.3.2). Allocate's own side of the seed -- its domain
+hook and the dry run used in step c below -- is ``ha.scheduler.actions.allocate.gang_domains``.
 
 Gang path (``preempt.gangAwareEnable`` / ``reclaim.gangAwareEnable``), per starving job:
 
@@ -20,20 +21,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ha.scheduler.actions.allocate import dry_run_allocate
 from ha.scheduler.api import Resource, TaskStatus, preemptable_status
-from ha.scheduler.framework.gang_eviction import (PURPOSE_ALLOCATE, PURPOSE_EVICT, ROI_THRESHOLD,
-                                                  GangEvictionContext, SearchSpace, covers, needed_dims)
-from ha.scheduler.framework.statement import OperationKind, StatementError
+from ha.scheduler.framework.gang_eviction import (PURPOSE_EVICT, ROI_THRESHOLD, GangEvictionContext,
+                                                  SearchSpace, covers, needed_dims)
+from ha.scheduler.framework.statement import StatementError
 from ha.scheduler.framework.util import PriorityQueue
 
-__all__ = ["GANG_AWARE_KEY", "gang_aware_enabled", "gang_tasks_to_place", "dry_run_allocate",
-           "domain_need", "execute_gang_path", "allocate_in_domains", "StickyDomains", "NOT_HANDLED",
-           "GANG_INTEGRITY_OVERRIDES"]
+__all__ = ["GANG_AWARE_KEY", "gang_aware_enabled", "gang_tasks_to_place", "domain_need",
+           "execute_gang_path", "StickyDomains", "GANG_INTEGRITY_OVERRIDES"]
 
 GANG_AWARE_KEY = "gangAwareEnable"
 PRIORITY_BEFORE_ROI_KEY = "gangPriorityBeforeROI"
 ROI_THRESHOLD_KEY = "gangROIThreshold"
-NOT_HANDLED = object()
 
 
 def _permit_all(evictor: Any, evictees: list[Any]) -> tuple[list[Any], int]:
@@ -121,42 +121,6 @@ def domain_need(tasks: list[Any], domain: list[Any]) -> Resource:
             else:
                 need.add_scalar(k, short)
     return need
-
-
-def dry_run_allocate(ssn: Any, job: Any, tasks: list[Any], domain: list[Any]) -> list[tuple[Any, str]] | None:
-    """Seed §3.3.2: run allocate's ``allocate_resources_for_tasks`` for the gang on the domain
-    only, read the placements, undo everything (including the shared pod's spec.nodeName, the
-    job's fit errors and the tasks' last transactions). None unless the job ends Pipelined/Ready."""
-    from ha.scheduler.actions.allocate import AllocateAction
-    alloc = AllocateAction()
-    alloc.parse_arguments(ssn)
-    alloc.ssn = ssn
-    with _undo_side_effects(job, tasks):
-        stmt = alloc.allocate_resources_for_tasks(job, PriorityQueue(ssn.task_order_fn, tasks), nodes=domain)
-        if stmt is None:
-            return None
-        placements = [(op.task, op.task.node_name) for op in stmt.operations
-                      if op.name in (OperationKind.ALLOCATE, OperationKind.PIPELINE)]
-        ok = bool(placements) and ssn.job_pipelined(job)
-        stmt.discard()
-    return placements if ok else None
-
-
-class _undo_side_effects:
-    def __init__(self, job: Any, tasks: list[Any]):
-        self.job, self.tasks = job, tasks
-
-    def __enter__(self) -> None:
-        self.node_names = {t.uid: (t.pod.get("spec") or {}).get("nodeName") for t in self.tasks}
-        self.last_tx = {t.uid: t.last_transaction for t in self.tasks}
-        self.fit = dict(self.job.nodes_fit_errors)
-
-    def __exit__(self, *exc: Any) -> None:
-        for t in self.tasks:
-            spec = t.pod.setdefault("spec", {})
-            spec["nodeName"] = self.node_names.get(t.uid) or ""
-            t.last_transaction = self.last_tx.get(t.uid)
-        self.job.nodes_fit_errors = self.fit
 
 
 # -- candidates -------------------------------------------------------------------------------------
@@ -291,35 +255,6 @@ def gang_evict_in_domain(ssn: Any, kind: str, job: Any, tasks: list[Any], domain
         return True
     stmt.discard()
     return False
-
-
-# -- allocate hook ----------------------------------------------------------------------------------
-
-def allocate_in_domains(action: Any, job: Any, tasks: PriorityQueue) -> Any:
-    """Allocate over the job's domains (seed §2.2 phase 2): simulate every domain, keep the best —
-    Ready over Pipelined, more tasks placed, more of them Allocated, earlier (preferred) domain —
-    and run it for real. NOT_HANDLED when no plugin constrains the job."""
-    ssn = action.ssn
-    space = ssn.gang_valid_domains(job, PURPOSE_ALLOCATE)
-    if not space:
-        return NOT_HANDLED
-    best: tuple | None = None
-    members = tasks.items()
-    for idx, dom in enumerate(space):
-        if not dom:
-            continue
-        with _undo_side_effects(job, members):
-            stmt = action.allocate_resources_for_tasks(job, tasks.clone(), nodes=dom)
-            if stmt is None:
-                continue
-            n_alloc = sum(1 for op in stmt.operations if op.name == OperationKind.ALLOCATE)
-            n_pipe = sum(1 for op in stmt.operations if op.name == OperationKind.PIPELINE)
-            score = (ssn.job_ready(job), n_alloc + n_pipe, n_alloc, -idx)
-            stmt.discard()
-        if best is None or score > best[0]:
-            best = (score, idx)
-    target = space[best[1]] if best is not None else space[0]
-    return action.allocate_resources_for_tasks(job, tasks, nodes=target)
 
 
 # -- sticky-domain retrofit -------------------------------------------------------------------------
