@@ -270,6 +270,38 @@ def shrink(
     raise typer.Exit(code)
 
 
+@app.command("hunt")
+def hunt(
+    profile: str = typer.Option(..., "--profile", help="behaviour profile every run uses"),
+    runs: Optional[int] = typer.Option(None, "--runs", help="how many randomized runs"),
+    time_budget: Optional[str] = typer.Option(None, "--time", help="search this long instead (e.g. 30m)"),
+    seed: int = typer.Option(0, "--seed", help="the hunt's seed: run i's experiment is drawn from (seed, i)"),
+    intensity: str = typer.Option("medium", "--intensity", help="fault intensity: low | medium | high"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="runs and shrinks at once (default: the core count)"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="run every run and shrink as a Ray task"),
+    out: Optional[Path] = typer.Option(None, "--out", help="hunt folder (default results/hunt-<profile>-<time>); "
+                                                          "rerunning into it resumes"),
+    when: Optional[str] = typer.Option(None, "--when", help="a property of your own: a run fails when it holds"),
+    switch: List[str] = typer.Option([], "--switch", help="a behaviour switch on top of the profile (NAME or "
+                                                        "NAME=false); repeatable"),
+    shrink_budget: int = typer.Option(60, "--shrink-budget", help="sim runs per shrink"),
+    shrink_time: str = typer.Option("5m", "--shrink-time", help="wall time per shrink"),
+    as_json: bool = typer.Option(False, "--json", help="print hunt.json"),
+) -> None:
+    """Search randomized HA chaos runs (sim) for safety violations; shrink each distinct one.
+
+    Writes hunt.md and hunt.json: per signature (oracle, roles, fault kinds) how often, the smallest
+    experiment and the command that reproduces it. Exit 1 when a property failed."""
+    from ha.hunt.search import hunt_cli
+    try:
+        code = hunt_cli(profile=profile, runs=runs, time_budget=time_budget, seed=seed, intensity=intensity,
+                        jobs=jobs, ray_address=ray_address, out=out, when=when, switches=switch,
+                        shrink_budget=shrink_budget, shrink_time=shrink_time, as_json=as_json, echo=typer.echo)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
 @app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of experiment files (per-fault rules of `chaos:` entries included)."""
