@@ -23,7 +23,7 @@ def get(url: str, path: str, *, accept: str | None = None, timeout: float = 30) 
             ctype = r.headers.get("Content-Type", "")
     except urllib.error.HTTPError as e:
         body, code, ctype = e.read(), e.code, e.headers.get("Content-Type", "")
-    return code, (json.loads(body) if "json" in ctype else body.decode())
+    return code, (json.loads(body) if "json" in ctype and body else body.decode())
 
 
 class WatchReader:
