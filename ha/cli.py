@@ -55,12 +55,40 @@ def run_experiment(
     duration: Optional[str] = typer.Option(None, "--duration", help="override the experiment's duration (e.g. 20s)"),
     engine: str = typer.Option("live", "--engine", help="live (Redis + Ray, real time) or sim (one process, "
                                                          "virtual time, deterministic)"),
+    kube_api: bool = typer.Option(False, "--kube-api", help="keep a Kubernetes API endpoint (kubectl, "
+                                                             "client-go) open during the run; writes <out>/kubeconfig"),
 ) -> None:
     """Run an experiment: several scheduler instances, a living cluster, chaos; writes a results folder."""
     from ha.experiment.runner import run_cli
     try:
-        code = run_cli(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
-                       ray_address=ray_address, duration=duration, engine=engine)
+        if kube_api:
+            from ha.experiment.serve import run_with_kube_api
+            code = run_with_kube_api(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
+                                     ray_address=ray_address, duration=duration, engine=engine)
+        else:
+            code = run_cli(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
+                           ray_address=ray_address, duration=duration, engine=engine)
+    except (BadInput, CheckFailed) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("serve")
+def serve(
+    experiment: Path = typer.Argument(..., help="experiment file (YAML): its cluster and workload are served"),
+    address: str = typer.Option("127.0.0.1", "--address", help="listen address (loopback unless given)"),
+    port: int = typer.Option(0, "--port", help="listen port (0: a free one)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for the kubeconfig and the request logs"),
+    redis_url: Optional[str] = typer.Option(None, "--redis-url", help="use this Redis instead of the embedded one"),
+    duration: Optional[float] = typer.Option(None, "--duration", help="stop after this many seconds"),
+    no_workload: bool = typer.Option(False, "--no-workload", help="serve the starting objects only"),
+) -> None:
+    """Serve the Kubernetes API over a living cluster (kubelet, job controller, workload) with no
+    scheduler instances, for kubectl and external schedulers; prints the URL, writes a kubeconfig."""
+    from ha.experiment.serve import serve_cli
+    try:
+        code = serve_cli(experiment, address=address, port=port, out=out, redis_url=redis_url,
+                         duration=duration, workload=not no_workload, echo=typer.echo)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)
