@@ -365,8 +365,8 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
     r = ctx.resource
     kind = r.kind
     for _ in range(MAX_PATCH_RETRIES):
-        needs_current = (status_sub and kind in STATUS_WITH_METADATA) or (not status_sub and kind == "PodGroup") \
-            or dry or current is not None
+        needs_current = (status_sub and kind in STATUS_WITH_METADATA) or \
+            (not status_sub and kind in ("PodGroup", "Pod")) or dry or current is not None
         if needs_current and current is None:
             current = await _get_current(ctx)
         if current is not None and user_rv is not None and _rv_of(current) != user_rv:
@@ -374,6 +374,10 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
                                         f"{_rv_of(current)}); get the latest version and try again",
                                         field="metadata.resourceVersion", kind=kind, name=ctx.name,
                                         namespace=ctx.namespace), r, ctx.name)
+        if kind == "Pod" and not status_sub and current is not None:
+            # the status a main-resource write ignores is not validated either
+            _check_pod_update(r, ctx.name, _validate({**new, "status": current.get("status") or {}}, r, ctx.name),
+                              current)
         rv = user_rv if user_rv is not None else (_rv_of(current) if current is not None else None)
         op, obj = _plan(kind, new, current, status_sub)
         md = obj["metadata"] = dict(obj.get("metadata") or {})
@@ -404,6 +408,38 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
             raise _store_error(e, r, ctx.name) from None
     raise _store_error(Conflict(f"gave up after {MAX_PATCH_RETRIES} conflicting writes", kind=kind,
                                 name=ctx.name, namespace=ctx.namespace), r, ctx.name)
+
+
+_POD_MUTABLE = ("`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative),`spec.schedulingGates` (only removals)")
+
+
+def _check_pod_update(r: Resource, name: str | None, new: dict, current: dict) -> None:
+    """ValidatePodUpdate: a pod's spec is immutable but for images, activeDeadlineSeconds, added
+    tolerations, removed scheduling gates and, while gated, nodeSelector / affinity (the store
+    checks the gates themselves)."""
+    old_spec, new_spec = dict(current.get("spec") or {}), dict(new.get("spec") or {})
+    old_tol = old_spec.get("tolerations") or []
+    new_tol = new_spec.get("tolerations") or []
+    if not isinstance(new_tol, list) or any(t not in new_tol for t in old_tol):
+        raise _invalid(r, name, "spec.tolerations", "Forbidden: existing toleration can not be modified except its "
+                                                    "tolerationSeconds", "FieldValueForbidden")
+    gated = bool(old_spec.get("schedulingGates"))
+    for spec in (old_spec, new_spec):
+        for f in ("tolerations", "activeDeadlineSeconds", "schedulingGates", "terminationGracePeriodSeconds"):
+            spec.pop(f, None)
+        if gated:
+            spec.pop("nodeSelector", None)
+            spec.pop("affinity", None)
+        for f in ("containers", "initContainers"):
+            if isinstance(spec.get(f), list):
+                spec[f] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
+                           for c in spec[f]]
+    if old_spec != new_spec:
+        changed = sorted(k for k in set(old_spec) | set(new_spec) if old_spec.get(k) != new_spec.get(k))
+        raise _invalid(r, name, "spec", f"Forbidden: pod updates may not change fields other than {_POD_MUTABLE} "
+                                        f"(changed: {', '.join(changed)})", "FieldValueForbidden")
 
 
 def _plan(kind: str, new: dict, current: dict | None, status_sub: bool) -> tuple[str, dict]:

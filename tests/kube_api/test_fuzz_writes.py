@@ -99,7 +99,8 @@ def cases():
         st.tuples(st.just(("POST", POD)), st.just("application/json"),
                   st.sampled_from([("spec", "containers"), ("metadata", "labels"), ("spec", "nodeSelector"),
                                    ("metadata", "finalizers"), ("spec", "priority")])
-                  .flatmap(lambda p: st.one_of(st.integers(), st.floats(allow_nan=False)).map(
+                  .flatmap(lambda p: st.one_of(st.text(max_size=8), st.floats(allow_nan=False, allow_infinity=False)
+                                               .filter(lambda f: not f.is_integer())).map(
                       lambda v: json.dumps(_with(pod, p, v)).encode()))),
         st.tuples(st.just(("PUT", stored_pod_path)), st.just("application/json"),
                   st.integers(1, 10**6).map(lambda rv: json.dumps(

@@ -40,17 +40,28 @@ def test_volcano_creates_queues_and_gets_already_exists(front):
 
 
 def test_put_respects_resource_version_and_keeps_status(front):
-    front.api.create(pod_json("p1"))
+    p = pod_json("p1")
+    p["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]      # fields the store does not model
+    p["spec"]["dnsPolicy"] = "ClusterFirst"
+    front.api.create(p)
     front.api.update_status({**front.api.get("Pod", "p1", "default"), "status": {"phase": "Running"}})
     _, got = call(front.url, "GET", POD + "/p1")
     got["metadata"]["labels"]["new"] = "1"
-    got["spec"]["extraUnmodelled"] = {"x": [1, 2]}
+    got["spec"]["containers"][0]["image"] = "busybox:2"          # a mutable spec field
     got["status"]["phase"] = "Failed"             # ignored by a PUT of the main resource
     code, body = call(front.url, "PUT", POD + "/p1", got)
     assert code == 200, body
     stored = front.api.get("Pod", "p1", "default")
-    assert stored["metadata"]["labels"]["new"] == "1" and stored["spec"]["extraUnmodelled"] == {"x": [1, 2]}
+    assert stored["metadata"]["labels"]["new"] == "1" and stored["spec"]["containers"][0]["image"] == "busybox:2"
+    assert stored["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}] and stored["spec"]["dnsPolicy"] == "ClusterFirst"
     assert stored["status"]["phase"] == "Running"
+    before = snapshot(front.redis_url, front.prefix)
+    for field, value in [("nodeName", "n1"), ("schedulerName", "other"), ("volumes", [])]:
+        code, body = call(front.url, "PUT", POD + "/p1", {**body, "spec": {**body["spec"], field: value}})
+        assert_status(body, 422, "Invalid")                      # ValidatePodUpdate: spec is immutable
+        assert body["details"]["causes"][0]["field"] == "spec" and field in body["message"], body
+        _, body = call(front.url, "GET", POD + "/p1")
+    assert snapshot(front.redis_url, front.prefix) == before
     before = snapshot(front.redis_url, front.prefix)
     code, body = call(front.url, "PUT", POD + "/p1", got)          # got's RV is stale now
     assert_status(body, 409, "Conflict")
