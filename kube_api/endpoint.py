@@ -251,6 +251,8 @@ class Endpoint:
             dl_path = os.path.join(self.log_dir, "delivery.log")
             self._req_fh = open(os.path.join(self.log_dir, "requests.jsonl"), "ab")
         self.delivery_log = DeliveryLog(dl_path, instance=name, keep=keep_logs)
+        # False: the delivery log keeps nothing (no file, nothing in memory): skip building records
+        self.logs_deliveries = bool(keep_logs or dl_path)
         self._watch_ids = itertools.count(1)
         self.open_watches: set = set()
         self._chaos_client = None
@@ -289,7 +291,8 @@ class Endpoint:
             mark.append(True)
 
     def log_delivery(self, rec: dict) -> None:
-        self.delivery_log.append(rec)
+        if self.logs_deliveries:
+            self.delivery_log.append(rec)
 
     def flush(self) -> None:
         self.delivery_log.flush()

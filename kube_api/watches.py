@@ -154,6 +154,9 @@ class WatchStream:
                     log.exception("table for a watch event of %s", self.r.plural)
             self.lines.append(dumps({"type": d.type, "object": kobj}) + b"\n")
             self.sent += 1
+            if not self.ep.logs_deliveries:
+                self.wake.set()
+                return
             md = d.object.get("metadata") or {}
             now = time.monotonic()
             self.ep.log_delivery({"kind": self.kind, "type": d.type, "ns": md.get("namespace") or "",

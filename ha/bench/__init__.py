@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "e2e": "e2e",
     "scale": "scale",
     "sim": "sim",
+    "kube-api": "kube_api",
 }
 
 
