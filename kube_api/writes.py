@@ -22,6 +22,7 @@ of a missing event is 404 (client-go's recorder then creates it).
 """
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import time
@@ -41,7 +42,11 @@ __all__ = ["handle", "MAX_PATCH_RETRIES", "STATUS_SUBRESOURCE_KINDS"]
 
 _PODS = lookup("", "v1", "pods")
 
-MAX_PATCH_RETRIES = 16
+# the read-modify-write loops (PATCH, writes without a client resourceVersion) retry a lost race
+# like the apiserver's GuaranteedUpdate, which has no limit; this one gives up (409) after so many,
+# each retry after a short random pause so that racing writers fall out of step
+MAX_PATCH_RETRIES = 64
+RETRY_PAUSE_S = 0.002
 # kinds whose main-resource writes leave status alone (their strategies reset it; a CRD with a
 # status subresource does the same); PodGroup's CRD declares no status subresource
 STATUS_SUBRESOURCE_KINDS = frozenset(("Pod", "Node", "Namespace", "Queue", "HyperNode"))
@@ -176,6 +181,10 @@ def _respond(obj: dict, r: Resource, code: int = 200) -> web.Response:
 
 def _status(body: dict) -> web.Response:
     return web.Response(status=body["code"], body=dumps(body), content_type="application/json")
+
+
+async def _pause() -> None:
+    await asyncio.sleep(random.uniform(0, RETRY_PAUSE_S))
 
 
 def _dry_run(ctx: RequestContext) -> bool:
@@ -401,6 +410,7 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
             if not retry:
                 raise _Raced() from None
             current = None      # raced with another writer after our read: read again
+            await _pause()
             continue
         except KubeError:
             raise
@@ -528,6 +538,7 @@ async def _patch(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
             out = await _write(ctx, new, current, status_sub=status_sub, user_rv=user_rv, dry=dry, extra=extra,
                                retry=False)
         except _Raced:
+            await _pause()
             continue        # the object changed between our read and write: patch it again
         return _respond(out, r)
     raise KubeError(409, "Conflict", f"Operation cannot be fulfilled on {_what(ctx)}: gave up after "
@@ -662,6 +673,7 @@ async def _delete_object(ctx: RequestContext, opts: dict, dry: bool, extra: dict
                                            grace_period_seconds=grace, resource_version=rv)
         except Conflict as e:
             if opts["rv"] is None and rv is not None:
+                await _pause()
                 continue     # changed after our read (not the client's precondition): read again
             raise _store_error(e, r, ctx.name) from None
         except KubeError:

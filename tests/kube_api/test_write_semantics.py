@@ -1,0 +1,78 @@
+"""Write-path semantics beyond one request: concurrent patches of one object all land (the
+read-patch-write loop retries on a race, as GuaranteedUpdate does), dry runs store nothing, every
+write is in the endpoint's request log once, and a pod being deleted cannot be bound."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.cluster_state.helpers import podgroup
+from tests.kube_api.write_helpers import MERGE, PG, POD, SMP, assert_status, call, pod_json, snapshot
+
+
+def test_concurrent_patches_all_land(kube_front):
+    kube_front.api.create(pod_json("p1"))
+    n = 24
+
+    def patch(i: int) -> int:
+        code, _ = call(kube_front.url, "PATCH", POD + "/p1", {"metadata": {"labels": {f"l{i}": str(i)}}},
+                       ctype=MERGE if i % 2 else SMP)
+        return code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(patch, range(n)))
+    assert codes == [200] * n
+    labels = kube_front.api.get("Pod", "p1", "default")["metadata"]["labels"]
+    assert all(labels.get(f"l{i}") == str(i) for i in range(n)), labels
+
+
+def test_dry_run_update_patch_create_store_nothing(kube_front):
+    kube_front.api.create(pod_json("p1"))
+    kube_front.api.create(podgroup("pg1"))
+    before = snapshot(kube_front.redis_url, kube_front.prefix)
+    _, got = call(kube_front.url, "GET", POD + "/p1")
+    got["metadata"]["labels"]["dry"] = "1"
+    code, body = call(kube_front.url, "PUT", POD + "/p1?dryRun=All", got)
+    assert code == 200 and body["metadata"]["labels"]["dry"] == "1", body
+    code, body = call(kube_front.url, "PATCH", POD + "/p1/status?dryRun=All",
+                      {"status": {"nominatedNodeName": "n1"}}, ctype=MERGE)
+    assert code == 200 and body["status"]["nominatedNodeName"] == "n1", body
+    code, body = call(kube_front.url, "PATCH", PG + "/pg1?dryRun=All", {"status": {"phase": "Running"}}, ctype=MERGE)
+    assert code == 200 and body["status"]["phase"] == "Running", body
+    code, body = call(kube_front.url, "POST", POD + "?dryRun=All", pod_json("p1"))
+    assert_status(body, 409, "AlreadyExists")
+    code, body = call(kube_front.url, "PATCH", POD + "/p1?dryRun=All", {"status": {"phase": "x"}}, ctype=MERGE)
+    assert code == 200                                  # the main resource ignores status
+    code, body = call(kube_front.url, "PATCH", POD + "/p1/status?dryRun=All", {"status": {"phase": "x"}},
+                      ctype=MERGE)
+    assert_status(body, 422, "Invalid")
+    code, body = call(kube_front.url, "PUT", POD + "/p1?dryRun=Some", got)
+    assert_status(body, 400, "BadRequest")
+    assert snapshot(kube_front.redis_url, kube_front.prefix) == before
+
+
+def test_every_write_is_logged_once_with_its_store_operation(kube_front):
+    ep = kube_front.endpoint
+    start = len(ep.requests)
+    call(kube_front.url, "POST", POD, pod_json("p1"))
+    call(kube_front.url, "PATCH", POD + "/p1/status", {"status": {"nominatedNodeName": "n1"}}, ctype=SMP)
+    call(kube_front.url, "POST", POD + "/p1/binding", {"metadata": {"name": "p1"}, "target": {"name": "n1"}})
+    call(kube_front.url, "POST", POD + "/p1/binding", {"metadata": {"name": "p1"}, "target": {"name": "n1"}})
+    call(kube_front.url, "DELETE", POD + "/p1")
+    recs = ep.requests[start:]
+    assert [(r["verb"], r["subresource"], r["code"], r.get("op")) for r in recs] == [
+        ("create", None, 201, "create"), ("patch", "status", 200, "update_status"),
+        ("create", "binding", 201, "bind"), ("create", "binding", 409, "bind"), ("delete", None, 200, "delete")]
+    assert all(r["resource"] == "pods" and r["name"] in ("p1", None) for r in recs)
+
+
+def test_a_terminating_pod_cannot_be_bound(kube_front):
+    kube_front.api.create(pod_json("p1", node=""))
+    p = kube_front.api.get("Pod", "p1", "default")
+    kube_front.api.update({**p, "metadata": {**p["metadata"], "finalizers": ["example.com/hold"]}})
+    code, _ = call(kube_front.url, "DELETE", POD + "/p1")
+    assert code == 200
+    assert kube_front.api.get("Pod", "p1", "default")["metadata"]["deletionTimestamp"]
+    code, body = call(kube_front.url, "POST", POD + "/p1/binding", {"metadata": {"name": "p1"},
+                                                                   "target": {"name": "n1"}})
+    assert_status(body, 409, "Conflict")
+    assert "being deleted" in body["message"]
