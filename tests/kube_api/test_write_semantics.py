@@ -76,3 +76,28 @@ def test_a_terminating_pod_cannot_be_bound(kube_front):
                                                                    "target": {"name": "n1"}})
     assert_status(body, 409, "Conflict")
     assert "being deleted" in body["message"]
+
+
+def test_binding_clears_the_nominated_node_under_the_kep_5278_switch(redis_url, key_prefix):
+    from cluster_state.apiserver import ApiServerConfig
+    from cluster_state.client import ApiClient
+    from kube_api.server import ThreadedFront
+
+    for clear in (False, True):
+        prefix = f"{key_prefix}-{int(clear)}"
+        front = ThreadedFront(redis_url, prefix, api_server=ApiServerConfig(clear_nnn_on_binding=clear)).start()
+        api = ApiClient.from_url(redis_url, prefix)
+        try:
+            url = front.add_endpoint("observer").url
+            api.create(pod_json("p1"))
+            api.update_status({**api.get("Pod", "p1", "default"), "status": {"phase": "Pending",
+                                                                             "nominatedNodeName": "n1"}})
+            code, body = call(url, "POST", POD + "/p1/binding", {"metadata": {"name": "p1"},
+                                                                  "target": {"kind": "Node", "name": "n1"}})
+            assert code == 201, body
+            st = api.get("Pod", "p1", "default")
+            assert st["spec"]["nodeName"] == "n1"
+            assert st["status"]["nominatedNodeName"] == ("" if clear else "n1"), (clear, st["status"])
+        finally:
+            front.stop()
+            api.close()
