@@ -62,6 +62,10 @@ def parse_list_options(query, resource: Resource) -> ListOptions:
     rv = parse_rv(query.get("resourceVersion"))
     match = query.get("resourceVersionMatch") or None
     sel = Selector.parse(query.get("labelSelector"), query.get("fieldSelector"), resource)
+    if rv == 0 and cont is None and match in (None, "NotOlderThan"):
+        # "any" resourceVersion is served whole, as the apiserver's watch cache serves it (client-go's
+        # informers list with limit=500&resourceVersion=0): one atomic read instead of pages
+        limit = None
     return ListOptions(limit, cont, rv, match, sel)
 
 

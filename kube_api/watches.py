@@ -37,7 +37,9 @@ from aiohttp import web
 from cluster_state.aio import shielded
 from cluster_state.delivery import Delivery
 from cluster_state.store import INITIAL_EVENTS_END
-from kube_api.codec import dumps, to_kube
+import orjson
+
+from kube_api.codec import dumps, to_kube, to_kube_owned
 from kube_api.context import RequestContext, _truthy
 from kube_api.lists import parse_rv, table_module
 from kube_api.selectors import Selector
@@ -48,6 +50,12 @@ __all__ = ["WatchOptions", "parse_watch_options", "watch", "WatchStream", "DEFAU
 log = logging.getLogger("kube_api.watch")
 
 DEFAULT_TIMEOUT_S = 1800.0
+_NL = orjson.OPT_APPEND_NEWLINE
+
+
+def _dumps_line(obj) -> bytes:
+    return orjson.dumps(obj, option=_NL)
+
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
 
@@ -145,25 +153,25 @@ class WatchStream:
             self.lines.append(dumps({"type": ERROR, "object": d.object}) + b"\n")
             self.finished = True
         else:
-            kobj = to_kube(d.object, self.r)
+            obj = d.object
+            self.sent += 1
+            ep = self.ep
+            if ep.logs_deliveries:
+                md = obj.get("metadata") or {}
+                ep.log_delivery({"kind": self.kind, "type": d.type, "ns": md.get("namespace") or "",
+                                 "name": md.get("name"), "uid": md.get("uid"), "rv": d.resource_version,
+                                 "recv": d.received, "delivered": time.monotonic(), "wall": time.time(),
+                                 "initial": d.initial, "tombstone": False, "object": obj, "watch": self.id})
+            # the object is this stream's own (decoded for it); a log kept in memory holds it, so
+            # convert a copy then, else in place (a file log has packed it already)
+            kobj = to_kube(obj, self.r) if ep.delivery_log.keep else to_kube_owned(obj, self.r)
             if self.tables is not None:
                 try:
                     kobj = self.tables.table(self.r, [kobj], list_meta=None, include_columns=self._first_table)
                     self._first_table = False
                 except Exception:  # noqa: BLE001 -- a broken table must not end the watch
                     log.exception("table for a watch event of %s", self.r.plural)
-            self.lines.append(dumps({"type": d.type, "object": kobj}) + b"\n")
-            self.sent += 1
-            if not self.ep.logs_deliveries:
-                self.wake.set()
-                return
-            md = d.object.get("metadata") or {}
-            now = time.monotonic()
-            self.ep.log_delivery({"kind": self.kind, "type": d.type, "ns": md.get("namespace") or "",
-                                  "name": md.get("name"), "uid": md.get("uid"), "rv": d.resource_version,
-                                  "recv": d.received, "delivered": now, "wall": time.time(),
-                                  "initial": d.initial, "tombstone": False, "object": d.object,
-                                  "watch": self.id})
+            self.lines.append(_dumps_line({"type": d.type, "object": kobj}))
         self.wake.set()
 
     def request_relist(self) -> None:
