@@ -191,3 +191,25 @@ def test_watch_events_are_in_the_delivery_log(kube_front):
     assert (r["kind"], r["type"], r["ns"], r["name"]) == ("Pod", "ADDED", NS, "a")
     assert r["rv"] == api.get("Pod", "a", NS)["metadata"]["resourceVersion"]
     assert r["delivered"] >= r["recv"] and isinstance(r["object"]["metadata"]["resourceVersion"], int)
+
+
+def test_table_watch_sends_one_row_tables(kube_front):
+    import pytest
+    from kube_api.lists import table_module
+    from kube_api.resources import lookup
+    if table_module(lookup("", "v1", "pods")) is None:
+        pytest.skip("kube_api.tables renders no pod Tables (the plain objects are sent then)")
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    api = kube_front.api
+    api.create(pod("a"))
+    with WatchReader(kube_front.url, "/api/v1/namespaces/default/pods?watch=true&resourceVersion=0&timeoutSeconds=10",
+                     accept=accept) as w:
+        _, first = w.next(10)
+        api.create(pod("b"))
+        _, second = w.next(10)
+    for ev in (first, second):
+        assert ev["type"] == "ADDED" and ev["object"]["kind"] == "Table"
+        assert ev["object"]["apiVersion"] == "meta.k8s.io/v1" and len(ev["object"]["rows"]) == 1
+    assert first["object"]["columnDefinitions"]
+    assert not second["object"].get("columnDefinitions")
+    assert [e["object"]["rows"][0]["cells"][0] for e in (first, second)] == ["a", "b"]
