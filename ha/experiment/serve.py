@@ -163,7 +163,10 @@ def run_with_kube_api(path, *, address: str = "127.0.0.1", port: int = 0, **run_
     out = run_kw.pop("out", None)
     out_dir = Path(out) if out is not None else default_out(exp)
     runner = ExperimentRunner(exp, out_dir, redis_url=run_kw.pop("redis_url", None),
-                              ray_address=run_kw.pop("ray_address", None), source=str(path), engine="live")
+                              ray_address=run_kw.pop("ray_address", None), source=str(path), engine="live",
+                              console=run_kw.pop("console", None), progress=run_kw.pop("progress", True))
+    if run_kw:
+        raise TypeError(f"run_with_kube_api: unexpected options {sorted(run_kw)}")
     life = runner.life
     state: dict[str, Any] = {}
     start_redis, cleanup = life.start_redis, life.cleanup
