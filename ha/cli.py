@@ -314,6 +314,7 @@ def hunt(
                                                         "NAME=false); repeatable"),
     shrink_budget: int = typer.Option(60, "--shrink-budget", help="sim runs per shrink"),
     shrink_time: str = typer.Option("5m", "--shrink-time", help="wall time per shrink"),
+    no_shrink: bool = typer.Option(False, "--no-shrink", help="judge and group only (no shrunk cases)"),
     as_json: bool = typer.Option(False, "--json", help="print hunt.json"),
 ) -> None:
     """Search randomized HA chaos runs (sim) for safety violations; shrink each distinct one.
@@ -324,7 +325,8 @@ def hunt(
     try:
         code = hunt_cli(profile=profile, runs=runs, time_budget=time_budget, seed=seed, intensity=intensity,
                         jobs=jobs, ray_address=ray_address, out=out, when=when, switches=switch,
-                        shrink_budget=shrink_budget, shrink_time=shrink_time, as_json=as_json, echo=typer.echo)
+                        shrink_budget=shrink_budget, shrink_time=shrink_time, shrink=not no_shrink,
+                        as_json=as_json, echo=typer.echo)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

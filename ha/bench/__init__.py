@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "scale": "scale",
     "sim": "sim",
     "kube-api": "kube_api",
+    "hunt": "hunt",
 }
 
 

@@ -69,6 +69,7 @@ class HuntConfig:
     ray_address: str | None = None
     shrink_budget: int = 60            # sim runs per shrink
     shrink_time_s: float = 300.0       # wall seconds per shrink
+    shrink: bool = True                # False: judge and group only (counts, no shrunk cases)
 
     def identity(self) -> dict[str, Any]:
         """What makes two hunts the same hunt (a resumed folder must match)."""
@@ -392,6 +393,8 @@ class Hunt:
         return sigs, uncovered
 
     def _shrinks_to_start(self) -> list[dict[str, Any]]:
+        if not self.cfg.shrink:
+            return []
         _, uncovered = self.assign()
         busy_groups = {t["group"] for t in self.in_flight_shrinks.values()}
         out = []
@@ -520,8 +523,8 @@ def parse_switches(items: list[str]) -> dict[str, bool]:
 def hunt_cli(*, profile: str, runs: int | None = None, time_budget: str | None = None, seed: int = 0,
              intensity: str = "medium", jobs: int | None = None, ray_address: str | None = None,
              out: str | Path | None = None, when: str | None = None, switches: list[str] | None = None,
-             shrink_budget: int = 60, shrink_time: str = "5m", as_json: bool = False, echo=print,
-             progress: bool = True) -> int:
+             shrink_budget: int = 60, shrink_time: str = "5m", shrink: bool = True, as_json: bool = False,
+             echo=print, progress: bool = True) -> int:
     """The ``hunt`` command: 0 nothing found, 1 a property failed, 130 interrupted; BadInput -> 2."""
     from apimachinery.units import parse_duration
     from ha.hunt.draw import INTENSITIES
@@ -557,7 +560,7 @@ def hunt_cli(*, profile: str, runs: int | None = None, time_budget: str | None =
     properties(when)     # a bad --when is exit 2 before anything runs
     cfg = HuntConfig(profile=profile, switches=parse_switches(list(switches or [])), seed=seed, intensity=intensity,
                      when=when, runs=runs, time_s=tb, jobs=jobs, ray_address=ray_address,
-                     shrink_budget=shrink_budget, shrink_time_s=st)
+                     shrink_budget=shrink_budget, shrink_time_s=st, shrink=shrink)
     if out is None:
         out = Path("results") / f"hunt-{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
     from rich.console import Console
