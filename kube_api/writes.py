@@ -64,6 +64,9 @@ PROPAGATION = ("Orphan", "Background", "Foreground")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"   # names.SimpleNameGenerator's alphabet
+# a body nesting deeper than this is refused: what is stored must stay servable (orjson writes at
+# most 255 levels) and the patch functions recurse
+MAX_DEPTH = 100
 
 
 # --- entry --------------------------------------------------------------------------------------
@@ -71,7 +74,10 @@ async def handle(ctx: RequestContext) -> web.Response:
     t0 = time.monotonic()
     extra: dict[str, Any] = {}
     try:
-        resp = await _route(ctx, extra)
+        try:
+            resp = await _route(ctx, extra)
+        except RecursionError:
+            raise _bad("the request body nests too deeply", "<body>", ctx.resource, ctx.name) from None
     except KubeError as e:
         _log(ctx, e.code, t0, extra, reason=e.reason)
         raise
@@ -195,6 +201,30 @@ def _dry_run(ctx: RequestContext) -> bool:
     return bool(vals)
 
 
+async def _body(ctx: RequestContext) -> Any:
+    body = await ctx.body()
+    if _depth(body, MAX_DEPTH) > MAX_DEPTH:
+        raise _bad(f"the request body nests deeper than {MAX_DEPTH} levels", "<body>", ctx.resource, ctx.name)
+    return body
+
+
+def _depth(v: Any, limit: int) -> int:
+    """Nesting depth of a JSON value, counted no further than ``limit + 1``."""
+    stack = [(v, 1)]
+    deepest = 0
+    while stack:
+        x, d = stack.pop()
+        if d > limit:
+            return d
+        if isinstance(x, dict):
+            deepest = max(deepest, d)
+            stack.extend((y, d + 1) for y in x.values())
+        elif isinstance(x, list):
+            deepest = max(deepest, d)
+            stack.extend((y, d + 1) for y in x)
+    return deepest
+
+
 def _check_body_type(ctx: RequestContext) -> None:
     ct = ctx.content_type
     if ct not in BODY_TYPES:
@@ -206,7 +236,7 @@ def _check_body_type(ctx: RequestContext) -> None:
 async def _object_body(ctx: RequestContext, kind: str, versions: tuple[str, ...]) -> dict:
     """The request body as an object of ``kind`` (apiVersion one of ``versions``), metadata a map."""
     _check_body_type(ctx)
-    body = await ctx.body()
+    body = await _body(ctx)
     if not isinstance(body, dict):
         raise _bad(f"the request body must be a JSON object, got {type(body).__name__}", "<body>")
     k, av = body.get("kind"), body.get("apiVersion")
@@ -504,7 +534,7 @@ async def _patch(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
             apply_patch({}, {}, ct, r.kind)
         except PatchError as e:
             raise KubeError(415, "UnsupportedMediaType", e.message, details=_details(r, ctx.name)) from None
-    patch = await ctx.body()
+    patch = await _body(ctx)
     extra["patchType"] = ct
     status_sub = ctx.subresource == "status"
     for _ in range(MAX_PATCH_RETRIES):
@@ -642,7 +672,7 @@ def _pod_grace(current: dict, grace: int | None) -> int | None:
 async def _delete(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
     r = ctx.resource
     _check_body_type(ctx)
-    opts = _delete_options(await ctx.body(), ctx.query, r, ctx.name)
+    opts = _delete_options(await _body(ctx), ctx.query, r, ctx.name)
     dry = dry or opts["dry"]
     out = await _delete_object(ctx, opts, dry, extra, op="delete")
     if r.kind in RETURNS_DELETED_OBJECT:

@@ -136,6 +136,12 @@ def cases():
                             other_version.filter(lambda v: v not in ("policy/v1", "policy/v1beta1")).map(
                                 lambda v: {"apiVersion": v, "kind": "Eviction", "metadata": {"name": "p0"}}))
                   .map(lambda v: json.dumps(v).encode())),
+        # bodies nesting deeper than the front takes (what is stored must stay servable)
+        st.tuples(st.sampled_from([("POST", POD), ("PUT", stored_pod_path), ("PATCH", stored_pod_path)]),
+                  st.just("application/json"),
+                  st.integers(101, 600).map(lambda n: ('{"metadata": {"name": "p0"}, "spec": '
+                                                       + '{"a": ' * n + "1" + "}" * n + "}").encode()))
+        .map(lambda c: (c[0], MERGE if c[0][0] == "PATCH" else c[1], c[2])),
         # content types nobody accepts
         st.tuples(st.sampled_from([("POST", POD), ("PUT", stored_pod_path), ("PATCH", stored_pod_path)]),
                   st.sampled_from(["text/plain", "application/xml", "application/apply-patch+yaml",

@@ -101,3 +101,18 @@ def test_binding_clears_the_nominated_node_under_the_kep_5278_switch(redis_url, 
         finally:
             front.stop()
             api.close()
+
+
+def test_deeply_nested_bodies_are_400(kube_front):
+    kube_front.api.create(pod_json("p1"))
+    before = snapshot(kube_front.redis_url, kube_front.prefix)
+    deep = "{}"
+    for _ in range(1000):
+        deep = '{"a": ' + deep + "}"
+    raw = ('{"metadata": {"name": "deep", "labels": {"x": "1"}}, "spec": ' + deep + "}").encode()
+    for method, path, ctype in [("PATCH", POD + "/p1", MERGE), ("PATCH", POD + "/p1", SMP),
+                                ("POST", POD, "application/json")]:
+        code, body = call(kube_front.url, method, path, ctype=ctype, raw=raw)
+        assert 400 <= code < 500, (method, code, body)
+        assert body["kind"] == "Status", body
+    assert snapshot(kube_front.redis_url, kube_front.prefix) == before
