@@ -172,30 +172,39 @@ async def list_objects(ctx: RequestContext) -> web.StreamResponse:
     ep.log_delivery({"kind": r.store_kind or r.kind, "type": "LIST", "rv": rv, "count": len(items),
                      "relist": False, "recv": t0, "delivered": now, "wall": time.time(),
                      "ns": ctx.namespace or "", "continue": bool(opts.continue_)})
-    if not opts.limit and not opts.continue_ and len(items) > 1:
-        # a whole list is read from a hash: order it by key as etcd (and every paged list) does
+    if not opts.limit and not opts.continue_ and opts.resource_version != 0 and len(items) > 1:
+        # a whole list is read from a hash: order it by key as etcd (and every paged list) does.
+        # resourceVersion 0 ("any", what informers ask for) comes in store order, as the
+        # apiserver's watch cache long served it: clients do not depend on the order
         items.sort(key=_key_of)
-    for o in items:
-        to_kube_owned(o, r)
     if ctx.wants_table:
         tables = table_module(r)
         if tables is not None:
+            for o in items:
+                to_kube_owned(o, r)
             return _json(tables.table(r, items, list_meta=meta, include_columns=True))
     head = {"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta}
     if len(items) <= STREAM_ABOVE:
+        for o in items:
+            to_kube_owned(o, r)
         head["items"] = items
         return _json(head)
-    return await _stream_list(ctx, head, items)
+    return await _stream_list(ctx, head, items, r)
 
 
-async def _stream_list(ctx: RequestContext, head: dict, items: list) -> web.StreamResponse:
+async def _stream_list(ctx: RequestContext, head: dict, items: list, r: Resource) -> web.StreamResponse:
+    """A large list in chunks: each chunk converted, encoded and written before the next is touched,
+    so the client reads while the rest is converted."""
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     resp.enable_chunked_encoding()
     await resp.prepare(ctx.request)
     h = dumps(head)
     await resp.write(h[:-1] + b',"items":[')
     for i in range(0, len(items), CHUNK):
-        chunk = dumps(items[i:i + CHUNK])[1:-1]
+        part = items[i:i + CHUNK]
+        for o in part:
+            to_kube_owned(o, r)
+        chunk = dumps(part)[1:-1]
         await resp.write(chunk if i == 0 else b"," + chunk)
     await resp.write(b"]}")
     await resp.write_eof()

@@ -226,3 +226,16 @@ def test_requests_are_logged_on_the_endpoint(kube_front):
     assert (miss["name"], miss["namespace"], miss["code"]) == ("missing", NS, 404)
     lists = [r for r in kube_front.endpoint.delivery_log.records if r["type"] == "LIST"]
     assert lists and lists[-1]["kind"] == "Pod" and lists[-1]["count"] == 1
+
+
+def test_informer_list_at_rv_zero_is_whole(kube_front):
+    """client-go's first list is ?limit=500&resourceVersion=0: answered whole, no continue token."""
+    api = kube_front.api
+    for i in range(7):
+        api.create(pod(f"p{i}"))
+    code, body = get(kube_front.url, "/api/v1/pods?limit=3&resourceVersion=0")
+    assert code == 200 and len(body["items"]) == 7
+    assert "continue" not in body["metadata"]
+    assert body["metadata"]["resourceVersion"] == str(api.current_resource_version())
+    code, body = get(kube_front.url, "/api/v1/pods?limit=3")          # RV unset: paged
+    assert len(body["items"]) == 3 and body["metadata"]["continue"]
