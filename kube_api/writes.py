@@ -418,6 +418,8 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
             _check_pod_update(r, ctx.name, _validate({**new, "status": current.get("status") or {}}, r, ctx.name),
                               current)
         rv = user_rv if user_rv is not None else (_rv_of(current) if current is not None else None)
+        if kind == "PodGroup" and not status_sub and current is not None:
+            new = _validate(new, r, ctx.name)   # compared with the stored object in its stored form
         op, obj = _plan(kind, new, current, status_sub)
         md = obj["metadata"] = dict(obj.get("metadata") or {})
         if rv is not None:

@@ -116,3 +116,24 @@ def test_deeply_nested_bodies_are_400(kube_front):
         assert 400 <= code < 500, (method, code, body)
         assert body["kind"] == "Status", body
     assert snapshot(kube_front.redis_url, kube_front.prefix) == before
+
+
+def test_podgroup_put_uses_the_narrowest_store_operation(kube_front):
+    """Volcano PUTs whole PodGroups; a status-only change is an update_status (what API chaos and
+    the request log name), a spec-only change an update, both together one replace."""
+    from tests.kube_api.write_helpers import PG
+    kube_front.api.create(podgroup("pg1"))
+    ep = kube_front.endpoint
+    ops = []
+    for change in ("status", "spec", "both"):
+        _, got = call(kube_front.url, "GET", PG + "/pg1")
+        if change in ("status", "both"):
+            got["status"]["running"] = (got["status"].get("running") or 0) + 1
+        if change in ("spec", "both"):
+            got["spec"]["minMember"] += 1
+        code, body = call(kube_front.url, "PUT", PG + "/pg1", got)
+        assert code == 200, body
+        ops.append(ep.requests[-1]["op"])
+    assert ops == ["update_status", "update", "replace"]
+    st = kube_front.api.get("PodGroup", "pg1", "default")
+    assert st["status"]["running"] == 2 and st["spec"]["minMember"] == 3
