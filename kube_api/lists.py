@@ -36,6 +36,7 @@ class ListOptions:
     resource_version: int | None      # None = unset ("" or absent)
     match: str | None
     selector: Selector
+    any_rv: bool = False              # resourceVersion "0" without continue: the whole current state
 
 
 def _bad(field: str, msg: str) -> KubeError:
@@ -65,7 +66,7 @@ def parse_list_options(query, resource: Resource) -> ListOptions:
     if rv == 0 and cont is None and match in (None, "NotOlderThan"):
         # "any" resourceVersion is served whole, as the apiserver's watch cache serves it (client-go's
         # informers list with limit=500&resourceVersion=0): one atomic read instead of pages
-        limit = None
+        return ListOptions(None, None, rv, match, sel, any_rv=True)
     return ListOptions(limit, cont, rv, match, sel)
 
 
@@ -110,13 +111,15 @@ async def get_object(ctx: RequestContext) -> web.StreamResponse:
 async def _store_list(ctx: RequestContext, opts: ListOptions):
     r = ctx.resource
     kw = {}
-    if opts.limit is not None:
+    if opts.any_rv:
+        pass       # the store's plain list: one atomic read of everything at the current RV
+    elif opts.limit is not None:
         kw["limit"] = opts.limit
     if opts.continue_ is not None:
         kw["continue_"] = opts.continue_
-    if opts.resource_version is not None:
+    if opts.resource_version is not None and not opts.any_rv:
         kw["resource_version"] = opts.resource_version
-    if opts.match is not None:
+    if opts.match is not None and not opts.any_rv:
         kw["resource_version_match"] = opts.match
     call = ctx.endpoint.call
     try:
