@@ -306,3 +306,25 @@ def test_events_post_patch_and_namespaces(front):
     assert code == 201 and body["status"] == {"phase": "Active"}, body
     code, body = call(front.url, "POST", "/api/v1/namespaces", {"kind": "Namespace", "metadata": {"name": "a.b"}})
     assert_status(body, 422, "Invalid")
+
+
+def test_podgroup_status_subresource_and_ignored_query_options(front):
+    front.api.create(podgroup("pg1"))
+    _, got = call(front.url, "GET", PG + "/pg1")
+    got["status"] = {"phase": "Inqueue"}
+    got["spec"]["minMember"] = 7                      # ignored: /status writes only status
+    code, body = call(front.url, "PUT", PG + "/pg1/status?fieldManager=vc-scheduler&fieldValidation=Strict", got)
+    assert code == 200, body
+    stored = front.api.get("PodGroup", "pg1", "default")
+    assert stored["status"]["phase"] == "Inqueue" and stored["spec"]["minMember"] == 1
+    code, body = call(front.url, "POST", POD + "?fieldManager=kubectl-create&fieldValidation=Ignore", pod_json("p9"))
+    assert code == 201, body
+
+
+def test_event_put_creates_a_missing_event(front):
+    ev = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1", "namespace": "default"},
+          "involvedObject": {"kind": "Pod", "name": "p1"}, "reason": "Evict", "count": 1, "type": "Warning"}
+    code, body = call(front.url, "PUT", "/api/v1/namespaces/default/events/e1", ev)
+    assert code == 201 and body["reason"] == "Evict", body
+    stored = front.api.get("Event", "e1", "default")
+    assert stored["spec"]["reason"] == "Evict"            # stored folded (docs/object-shapes.md)
