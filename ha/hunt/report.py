@@ -110,7 +110,7 @@ def build(h) -> dict[str, Any]:
             "runs": n, "failing_runs": sum(1 for r in h.records.values() if r.get("violations")),
             "crashed": crashed, "wall_s": round(wall, 1),
             "run_wall_s_mean": round(sum(float(r.get("wall_s") or 0) for r in h.records.values()) / n, 2) if n else None,
-            "interrupted": h.interrupted, "oracles": dict(sorted(oracles.items())),
+            "interrupted": h.interrupted, "stopped_on_crashes": h.crash_stop, "oracles": dict(sorted(oracles.items())),
             "judged": dict(sorted(judged.items())), "signatures": rows}
 
 
@@ -167,6 +167,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             elif r.get("shrink_error"):
                 lines.append(f"* {r['shrink_error']}")
             lines.append("")
+    if doc.get("stopped_on_crashes"):
+        lines += ["**Stopped: every run so far crashed the simulator** (below): the code under test is broken "
+                  "before any property can be judged.", ""]
     if doc["crashed"]:
         lines += ["## Runs that crashed the simulator", ""]
         for c2 in doc["crashed"][:20]:
@@ -191,6 +194,9 @@ def print_findings(doc: dict[str, Any], echo: Callable[[str], None] = print) -> 
     n = doc["runs"]
     echo(f"hunt: {n} runs, {doc['failing_runs']} failing, {len(doc['signatures'])} distinct failures"
          + (f", {len(doc['crashed'])} crashed" if doc["crashed"] else "") + (" (interrupted)" if doc["interrupted"] else ""))
+    if doc.get("stopped_on_crashes"):
+        echo(f"stopped: every run so far crashed the simulator, e.g. run {doc['crashed'][0]['run']}: "
+             f"{doc['crashed'][0]['error']}")
     for k, r in enumerate(doc["signatures"], 1):
         mid, lo, hi = r["per_1000"]
         needs = "?" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")

@@ -26,7 +26,7 @@ temporary folder of its node, its folder shipped back as a gzipped tar (no share
 take at most ``jobs - 1`` workers while runs remain (one with ``--jobs 1``, taking turns).
 
 Resumable: a run whose ``run.json`` says ``ok`` is not run again, a shrink whose ``task.json`` says
-done is kept; the rest is redone. Ctrl-C stops: the runs and shrinks in flight finish what they can
+done is kept; the rest (runs that crashed, shrinks that failed or were interrupted) is redone. Ctrl-C stops: the runs and shrinks in flight finish what they can
 (a shrink keeps its smallest case so far), and hunt.md / hunt.json are written for what was found.
 """
 from __future__ import annotations
@@ -53,6 +53,7 @@ __all__ = ["HuntConfig", "Hunt", "hunt_cli", "run_one", "shrink_one", "EXIT_FOUN
 EXIT_FOUND = 1
 EXIT_INTERRUPTED = 130
 MAX_SHRINKS_PER_GROUP = 3
+CRASH_STOP = 5          # this many crashed runs and not one judged: stop starting runs
 CONFIG_FILE = "hunt-config.json"
 
 
@@ -308,6 +309,7 @@ class Hunt:
         self.t0 = time.monotonic()
         self.wall_runs = 0.0
         self.interrupted = False
+        self.crash_stop = False
 
     # -- the folder ------------------------------------------------------------------------
     def run_dir(self, i: int) -> Path:
@@ -345,7 +347,8 @@ class Hunt:
                 task = json.loads(f.read_text(encoding="utf-8"))
             except ValueError:
                 continue
-            if task.get("status") in ("done", "failed"):
+            # a failed shrink is tried again: what broke it (a crash) may be gone
+            if task.get("status") == "done":
                 self.shrinks[task["id"]] = task
 
     def _write_json(self, path: Path, doc: dict) -> None:
@@ -427,6 +430,9 @@ class Hunt:
                     stop_runs = True
                 while next_i in self.records:
                     next_i += 1
+                if not stop_runs and len(self.failed_runs) >= CRASH_STOP and not self.records:
+                    # every run so far crashed the simulator: the tree is broken, not the profile
+                    stop_runs = self.crash_stop = True
                 runs_left = not stop_runs and (total is None or next_i < total)
                 # shrinks first (their groups wait on them), bounded so runs keep going
                 cap = max(1, cfg.jobs - 1) if runs_left else cfg.jobs
@@ -525,7 +531,8 @@ def hunt_cli(*, profile: str, runs: int | None = None, time_budget: str | None =
              out: str | Path | None = None, when: str | None = None, switches: list[str] | None = None,
              shrink_budget: int = 60, shrink_time: str = "5m", shrink: bool = True, as_json: bool = False,
              echo=print, progress: bool = True) -> int:
-    """The ``hunt`` command: 0 nothing found, 1 a property failed, 130 interrupted; BadInput -> 2."""
+    """The ``hunt`` command: 0 nothing found, 1 a property failed or a run crashed the simulator, 130
+    interrupted; BadInput -> 2."""
     from apimachinery.units import parse_duration
     from ha.hunt.draw import INTENSITIES
     from ha.hunt.safety import properties
@@ -585,4 +592,4 @@ def hunt_cli(*, profile: str, runs: int | None = None, time_budget: str | None =
         print_findings(doc, echo=echo)
     if doc.get("interrupted"):
         return EXIT_INTERRUPTED
-    return EXIT_FOUND if doc["signatures"] else 0
+    return EXIT_FOUND if doc["signatures"] or doc["crashed"] else 0
