@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import platform
 
-from kube_api.resources import RESOURCES, SUBRESOURCE_KINDS, Resource, group_versions, resources_of
+from kube_api.resources import SUBRESOURCE_KINDS, Resource, group_versions, resources_of
 
 __all__ = ["version_info", "core_versions", "api_group_list", "api_group", "api_resource_list",
            "DEFAULT_VERSION"]
@@ -82,7 +82,3 @@ def api_resource_list(group: str, version: str) -> dict | None:
         items.extend(_sub_entry(r, s) for s in r.subresources)
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
-
-
-def served_kinds() -> list[str]:
-    return sorted({r.kind for r in RESOURCES})

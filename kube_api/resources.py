@@ -11,6 +11,7 @@ events, the only events the store keeps.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = ["Resource", "RESOURCES", "lookup", "for_store_kind", "group_versions", "resources_of",
@@ -173,7 +174,6 @@ def resources_of(group: str, version: str) -> list[Resource]:
 
 def _version_priority(v: str) -> tuple:
     """Kubernetes' version order: GA before beta before alpha, higher numbers first."""
-    import re
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", v)
     if not m:
         return (3, 0, 0, v)

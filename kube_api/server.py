@@ -31,7 +31,7 @@ from kube_api import discovery
 from kube_api.codec import dumps
 from kube_api.context import RequestContext, _truthy
 from kube_api.endpoint import _REQUEST_LOGGED, Endpoint, EndpointChaos
-from kube_api.resources import Resource, lookup
+from kube_api.resources import lookup
 from kube_api.status import KubeError, error_response
 
 __all__ = ["KubeFront", "ThreadedFront", "write_kubeconfig", "kubeconfig_dict"]
