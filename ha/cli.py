@@ -34,7 +34,7 @@ def scenario_run(
     switch: List[str] = typer.Option([], "--switch", help="turn a behaviour switch on (NAME) or set it "
                                                         "(NAME=false) on top of the profile; repeatable"),
 ) -> None:
-    """Run scenario files (DESIGN.md format) and print what was bound, evicted and pipelined."""
+    """Run scenario files (docs/design.md) and print what was bound, evicted and pipelined."""
     from ha.scenario.cli import run_scenarios
     try:
         code = run_scenarios([str(p) for p in paths], profile=profile, check=check, as_json=as_json,
@@ -82,13 +82,16 @@ def serve(
     redis_url: Optional[str] = typer.Option(None, "--redis-url", help="use this Redis instead of the embedded one"),
     duration: Optional[float] = typer.Option(None, "--duration", help="stop after this many seconds"),
     no_workload: bool = typer.Option(False, "--no-workload", help="serve the starting objects only"),
+    endpoint: List[str] = typer.Option([], "--endpoint", help="open another endpoint NAME (one per external "
+                                       "scheduler; the experiment's watch/API faults for NAME act on it); repeatable"),
 ) -> None:
     """Serve the Kubernetes API over a living cluster (kubelet, job controller, workload) with no
     scheduler instances, for kubectl and external schedulers; prints the URL, writes a kubeconfig."""
     from ha.experiment.serve import serve_cli
     try:
         code = serve_cli(experiment, address=address, port=port, out=out, redis_url=redis_url,
-                         duration=duration, workload=not no_workload, echo=typer.echo)
+                         duration=duration, workload=not no_workload, endpoints=tuple(endpoint),
+                         echo=typer.echo)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

@@ -7,7 +7,9 @@ an experiment's API server.
   and external schedulers (kubectl, vc-scheduler, kube-scheduler). It prints the URL, writes a
   kubeconfig (``<out>/kubeconfig``) and runs until Ctrl-C / SIGTERM (or ``duration``); then it
   stops what it started, each by its own handle (the embedded redis-server by its PID through the
-  process ledger).
+  process ledger). ``endpoints``: more listeners, one per external scheduler instance
+  (``<out>/kubeconfig-<name>``), each with the watch and API faults the experiment's ``chaos:``
+  gives the instance of that name.
 * :func:`run_with_kube_api` -- ``ha-testbed run`` with an ``observer`` endpoint open for the whole
   run (live engine) and ``<results>/kubeconfig`` written; the endpoint's logs go to
   ``<results>/kube-api/observer/``.
@@ -32,7 +34,7 @@ class KubeServe:
     """The parts ``serve`` starts, in order, and stops in reverse."""
 
     def __init__(self, exp, source: str, out: Path, *, address: str, port: int, redis_url: str | None,
-                 workload: bool = True):
+                 workload: bool = True, endpoints: tuple[str, ...] = ()):
         from ha.runtime.apiserver import api_server_config
         self.exp = exp
         self.source = source
@@ -50,6 +52,8 @@ class KubeServe:
         self.cluster = None
         self.endpoint = None
         self.kubeconfig: Path | None = None
+        self.endpoint_names = tuple(endpoints)
+        self.instance_endpoints: dict[str, Any] = {}
 
     def start(self) -> "KubeServe":
         from ha.experiment.lifecycle import workload_config
@@ -77,6 +81,7 @@ class KubeServe:
         except OSError as e:
             raise BadInput(f"--port {self.port}: cannot listen on {self.address}: {e}") from None
         self.kubeconfig = Path(write_kubeconfig(self.out / "kubeconfig", self.endpoint.url))
+        self._open_instance_endpoints(write_kubeconfig)
         cfg = ClusterConfig(redis_url=self.redis_url, prefix=self.prefix, seed=self.exp.seed,
                             workload=workload_config(self.exp) if self.workload else None,
                             api_server=self.api_server)
@@ -87,6 +92,27 @@ class KubeServe:
             return c
         self.cluster = self.front.run(start_cluster())
         return self
+
+    def _open_instance_endpoints(self, write_kubeconfig) -> None:
+        """One endpoint per ``--endpoint NAME`` (e.g. one per external scheduler instance), each with
+        its chaos door; a name that is one of the experiment's instances gets that instance's watch
+        and API faults from the experiment's ``chaos:`` (times count from now). Faults that act on
+        processes (kill, pause, ...) have nothing to act on here and are left out."""
+        from chaos.schedule import build_schedule
+        from kube_api.endpoint import EndpointChaos
+        names = self.exp.instance_names()
+        schedule = build_schedule(self.exp.chaos, self.exp.seed, names) if self.exp.chaos else None
+        for name in self.endpoint_names:
+            if name == "observer" or name in self.instance_endpoints:
+                raise BadInput(f"--endpoint {name!r}: given twice (or 'observer', which is always open)")
+            faults = schedule.for_instance(name) if schedule is not None and name in names else []
+            chaos = EndpointChaos(name, faults)
+            ep = self.front.add_endpoint(name, chaos=chaos)
+            write_kubeconfig(self.out / f"kubeconfig-{name}", ep.url)
+            self.instance_endpoints[name] = ep
+        t0 = time.time()
+        for ep in self.instance_endpoints.values():
+            self.front.run(ep.chaos.set_epoch(t0))
 
     def stop(self) -> None:
         """Stop what was started, each by its handle; never raises."""
@@ -114,7 +140,8 @@ class KubeServe:
 
 
 def serve_cli(path, *, address: str = "127.0.0.1", port: int = 0, out=None, redis_url: str | None = None,
-              duration: float | None = None, workload: bool = True, echo=print) -> int:
+              duration: float | None = None, workload: bool = True, endpoints: tuple[str, ...] = (),
+              echo=print) -> int:
     """The ``ha-testbed serve`` command; returns the exit code (0; 130 after Ctrl-C)."""
     from ha.experiment.config import load_experiment
     from ha.runtime import ledger
@@ -130,12 +157,15 @@ def serve_cli(path, *, address: str = "127.0.0.1", port: int = 0, out=None, redi
         interrupted.append(signum)
         stop.set()
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    srv = KubeServe(exp, str(path), out_dir, address=address, port=port, redis_url=redis_url, workload=workload)
+    srv = KubeServe(exp, str(path), out_dir, address=address, port=port, redis_url=redis_url, workload=workload,
+                    endpoints=tuple(endpoints))
     ledger.begin(srv.run_id)
     try:
         srv.start()
         echo(f"serving {exp.name} at {srv.endpoint.url}")
         echo(f"kubeconfig: {srv.kubeconfig}")
+        for name, ep in srv.instance_endpoints.items():
+            echo(f"endpoint {name} at {ep.url} (kubeconfig {srv.out / ('kubeconfig-' + name)})")
         echo(f"  export KUBECONFIG={srv.kubeconfig}; kubectl get pods -A -o wide")
         echo("Ctrl-C stops it" + (f" (or after {duration:g}s)" if duration else ""))
         stop.wait(duration)

@@ -82,3 +82,67 @@ def test_serve_bad_port_is_exit_2(tmp_path):
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, HA_TESTBED_RUNS_DIR=str(tmp_path / "runs")))
     assert r.returncode == 2 and "--port" in r.stderr
+
+
+DELAYED = """\
+name: serve-delayed
+seed: 2
+duration: 60s
+cluster: {nodes: 2, node: {cpu: 8, memory: 16Gi, pods: 110}}
+queues: [{name: q1}]
+workload: {arrivals: poisson, rate: 5/s, gang_size: [1, 2], runtime: [1s, 2s], queues: [q1],
+           request: {cpu: 1, memory: 1Gi}}
+schedulers: {instances: 2}
+chaos:
+  - {at: 0s, for: 60s, fault: watch-delay, target: scheduler-1, kinds: [Pod],
+     delay: {dist: fixed, value: 700ms}}
+"""
+
+
+def test_serve_instance_endpoint_gets_the_experiments_watch_faults(tmp_path):
+    """An external scheduler's endpoint (--endpoint scheduler-1) delays its pod watch as the
+    experiment says; the observer's and scheduler-2's are not delayed."""
+    import threading
+    exp = tmp_path / "delayed.yaml"
+    exp.write_text(DELAYED)
+    env = dict(os.environ, HA_TESTBED_RUNS_DIR=str(tmp_path / "runs"))
+    p = subprocess.Popen([sys.executable, "-m", "ha.cli", "serve", str(exp), "--out", str(tmp_path / "out"),
+                          "--endpoint", "scheduler-1", "--endpoint", "scheduler-2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    urls = {}
+    try:
+        while len(urls) < 3:
+            line = p.stdout.readline()
+            assert line, p.stderr.read()
+            if line.startswith("serving "):
+                urls["observer"] = line.split(" at ", 1)[1].strip()
+            elif line.startswith("endpoint "):
+                name, url = line.split()[1], line.split()[3]
+                urls[name] = url
+        assert (tmp_path / "out" / "kubeconfig-scheduler-1").exists()
+        from .read_helpers import WatchReader
+        code, body = get(urls["observer"], "/api/v1/pods")
+        rv = body["metadata"]["resourceVersion"]
+        arrivals: dict = {}
+
+        def follow(name):
+            seen = arrivals.setdefault(name, {})
+            with WatchReader(urls[name], f"/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=8") as w:
+                while (got := w.next(15)) is not None:
+                    t, ev = got
+                    if ev["type"] == "ADDED":
+                        seen.setdefault(ev["object"]["metadata"]["name"], t)
+        threads = [threading.Thread(target=follow, args=(n,)) for n in urls]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+    common = set(arrivals["observer"]) & set(arrivals["scheduler-1"]) & set(arrivals["scheduler-2"])
+    assert len(common) >= 5, {k: len(v) for k, v in arrivals.items()}
+    lag1 = [arrivals["scheduler-1"][k] - arrivals["observer"][k] for k in common]
+    lag2 = [abs(arrivals["scheduler-2"][k] - arrivals["observer"][k]) for k in common]
+    assert min(lag1) >= 0.6, sorted(lag1)[:5]
+    assert max(lag2) < 0.4, sorted(lag2)[-5:]
