@@ -146,7 +146,7 @@ def run(quick: bool = False) -> BenchResult:
             ep = urls[INSTANCES[0]]
             # --- list ------------------------------------------------------------------------
             base_rates, front_rates, body_mb = [], [], 0.0
-            _http_list(ep, "/api/v1/pods?limit=1")            # warm the connection pool
+            _http_list(ep, "/api/v1/namespaces/none/pods?resourceVersion=0")   # warm up the endpoint
             for rnd in range(rounds):
                 order = ("store", "front") if rnd % 2 == 0 else ("front", "store")
                 for what in order:
