@@ -413,6 +413,10 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
                                         f"{_rv_of(current)}); get the latest version and try again",
                                         field="metadata.resourceVersion", kind=kind, name=ctx.name,
                                         namespace=ctx.namespace), r, ctx.name)
+        if current is not None:
+            uid, have = (new.get("metadata") or {}).get("uid"), (current.get("metadata") or {}).get("uid")
+            if uid and have and uid != have:     # the uid is a precondition of every update
+                raise _precondition_failed(ctx, f"UID in precondition: {uid}, UID in object meta: {have}")
         if kind == "Pod" and not status_sub and current is not None:
             # the status a main-resource write ignores is not validated either
             _check_pod_update(r, ctx.name, _validate({**new, "status": current.get("status") or {}}, r, ctx.name),

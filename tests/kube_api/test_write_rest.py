@@ -328,3 +328,17 @@ def test_event_put_creates_a_missing_event(front):
     assert code == 201 and body["reason"] == "Evict", body
     stored = front.api.get("Event", "e1", "default")
     assert stored["spec"]["reason"] == "Evict"            # stored folded (docs/object-shapes.md)
+
+
+def test_uid_is_a_precondition_of_status_writes(front):
+    front.api.create(pod_json("p1"))
+    before = snapshot(front.redis_url, front.prefix)
+    _, got = call(front.url, "GET", POD + "/p1")
+    got["metadata"]["uid"] = "0000-not-it"
+    got["status"]["nominatedNodeName"] = "n1"
+    code, body = call(front.url, "PUT", POD + "/p1/status", got)
+    assert_status(body, 409, "Conflict")
+    assert "UID in precondition: 0000-not-it" in body["message"]
+    code, body = call(front.url, "PUT", POD + "/p1", got)
+    assert_status(body, 409, "Conflict")
+    assert snapshot(front.redis_url, front.prefix) == before
