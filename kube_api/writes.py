@@ -114,7 +114,9 @@ async def _route(ctx: RequestContext, extra: dict) -> web.Response:
                                       f"(/.../namespaces/{{namespace}}/{r.plural})")
             return await _create(ctx, dry, extra)
         if method == "DELETE":
-            raise _not_allowed(r, f"deletecollection is not supported on {r.qualified}")
+            if r.namespaced and ctx.namespace is None:
+                raise _not_allowed(r, f"deletecollection of {r.plural} needs a namespace in the path")
+            return await _delete_collection(ctx, dry, extra)
         raise _not_allowed(r, f"{method} is not allowed on the collection {r.qualified}; name an object")
     if r.namespaced and ctx.namespace is None:
         raise KubeError(404, "NotFound", f"the server could not find the requested resource: {r.plural} are "
@@ -651,19 +653,21 @@ def _delete_options(raw: Any, query, r: Resource, name: str | None, field: str =
     return {"grace": grace, "uid": uid or None, "rv": rv, "dry": bool(dry)}
 
 
-def _precondition_failed(ctx: RequestContext, message: str) -> KubeError:
+def _precondition_failed(ctx: RequestContext, message: str, name: str | None = None) -> KubeError:
     r = ctx.resource
-    return KubeError(409, "Conflict", f"Operation cannot be fulfilled on {r.qualified} \"{ctx.name}\": "
-                                      f"Precondition failed: {message}", details=_details(r, ctx.name))
+    name = ctx.name if name is None else name
+    return KubeError(409, "Conflict", f"Operation cannot be fulfilled on {r.qualified} \"{name}\": "
+                                      f"Precondition failed: {message}", details=_details(r, name))
 
 
-def _check_preconditions(ctx: RequestContext, current: dict, opts: dict) -> None:
+def _check_preconditions(ctx: RequestContext, current: dict, opts: dict, name: str | None = None) -> None:
     md = current.get("metadata") or {}
     if opts["uid"] is not None and md.get("uid") != opts["uid"]:
-        raise _precondition_failed(ctx, f"UID in precondition: {opts['uid']}, UID in object meta: {md.get('uid')}")
+        raise _precondition_failed(ctx, f"UID in precondition: {opts['uid']}, UID in object meta: {md.get('uid')}",
+                                   name)
     if opts["rv"] is not None and md.get("resourceVersion") != opts["rv"]:
         raise _precondition_failed(ctx, f"ResourceVersion in precondition: {opts['rv']}, ResourceVersion in "
-                                        f"object meta: {md.get('resourceVersion')}")
+                                        f"object meta: {md.get('resourceVersion')}", name)
 
 
 def _pod_grace(current: dict, grace: int | None) -> int | None:
@@ -687,15 +691,47 @@ async def _delete(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
     return _status(success_status(_details(r, ctx.name, uid=uid)))
 
 
-async def _delete_object(ctx: RequestContext, opts: dict, dry: bool, extra: dict, *, op: str) -> dict:
+async def _delete_collection(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
+    """DELETE of a collection: every object the label / field selectors match, each as a DELETE of
+    it would go (grace, the pod rules); the answer is the list of what was deleted, as the
+    apiserver's DeleteCollection returns it. An object gone meanwhile is skipped."""
+    from kube_api.selectors import Selector
     r = ctx.resource
+    _check_body_type(ctx)
+    opts = _delete_options(await _body(ctx), ctx.query, r, None)
+    dry = dry or opts["dry"]
+    sel = Selector.parse(ctx.query.get("labelSelector"), ctx.query.get("fieldSelector"), r)
+    listed = await _call(ctx, "list", r.store_kind, ctx.namespace)
+    extra["op"] = "delete"
+    items = []
+    for obj in sorted(listed.items, key=lambda o: o["metadata"]["name"]):
+        if not sel.matches(obj):
+            continue
+        name = obj["metadata"]["name"]
+        try:
+            out = await _delete_object(ctx, opts, dry, extra, op="delete", name=name)
+        except KubeError as e:
+            if e.code == 404:
+                continue
+            raise
+        items.append(to_kube(served_shape(out), r))
+    extra["deleted"] = len(items)
+    body = {"kind": r.list_kind, "apiVersion": r.api_version,
+            "metadata": {"resourceVersion": str(listed.resource_version)}, "items": items}
+    return web.Response(status=200, body=dumps(body), content_type="application/json")
+
+
+async def _delete_object(ctx: RequestContext, opts: dict, dry: bool, extra: dict, *, op: str,
+                         name: str | None = None) -> dict:
+    r = ctx.resource
+    name = ctx.name if name is None else name
     for _ in range(MAX_PATCH_RETRIES):
         current = None
         grace = opts["grace"]
         need = r.kind == "Pod" or opts["uid"] is not None or opts["rv"] is not None or dry
         if need:
-            current = await _get_current(ctx)
-            _check_preconditions(ctx, current, opts)
+            current = await _call(ctx, "get", r.store_kind, name, ctx.namespace, name=name)
+            _check_preconditions(ctx, current, opts, name)
             if r.kind == "Pod":
                 grace = _pod_grace(current, grace)
         extra["op"] = op
@@ -705,19 +741,19 @@ async def _delete_object(ctx: RequestContext, opts: dict, dry: bool, extra: dict
             return current
         rv = opts["rv"] if opts["rv"] is not None else (_rv_of(current) if current is not None else None)
         try:
-            return await ctx.endpoint.call("delete", r.store_kind, ctx.name, ctx.namespace,
+            return await ctx.endpoint.call("delete", r.store_kind, name, ctx.namespace,
                                            grace_period_seconds=grace, resource_version=rv)
         except Conflict as e:
             if opts["rv"] is None and rv is not None:
                 await _pause()
                 continue     # changed after our read (not the client's precondition): read again
-            raise _store_error(e, r, ctx.name) from None
+            raise _store_error(e, r, name) from None
         except KubeError:
             raise
         except Exception as e:  # noqa: BLE001
-            raise _store_error(e, r, ctx.name) from None
-    raise KubeError(409, "Conflict", f"Operation cannot be fulfilled on {_what(ctx)}: gave up after "
-                                     f"{MAX_PATCH_RETRIES} conflicting writes", details=_details(r, ctx.name))
+            raise _store_error(e, r, name) from None
+    raise KubeError(409, "Conflict", f'Operation cannot be fulfilled on {r.qualified} "{name}": gave up after '
+                                     f"{MAX_PATCH_RETRIES} conflicting writes", details=_details(r, name))
 
 
 # --- pods/binding, pods/eviction ----------------------------------------------------------------

@@ -160,3 +160,11 @@ def test_custom_objects_queue_and_podgroup(core):
     co.delete_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", NS, "podgroups", "pg1")
     with pytest.raises(NotFound):
         front.api.get("PodGroup", "pg1", NS)
+
+
+def test_delete_collection(core):
+    v1, front = core
+    for i in range(3):
+        v1.create_namespaced_pod(NS, new_pod(f"c{i}"))
+    v1.delete_collection_namespaced_pod(NS, label_selector="app=demo", _preload_content=False)
+    assert front.api.list("Pod", NS).items == []

@@ -253,7 +253,7 @@ def test_methods_and_content_types_not_allowed(front):
         ("POST", POD + "/p1", "application/json", 405),
         ("POST", "/api/v1/namespaces/default/services", "application/json", 405),
         ("PUT", "/api/v1/namespaces/default/configmaps/c", "application/json", 405),
-        ("DELETE", POD, "application/json", 405),
+        ("DELETE", "/api/v1/pods", "application/json", 405),
         ("PUT", POD, "application/json", 405),
         ("POST", POD, "text/plain", 415),
         ("PUT", POD + "/p1", MERGE, 415),
@@ -342,3 +342,20 @@ def test_uid_is_a_precondition_of_status_writes(front):
     code, body = call(front.url, "PUT", POD + "/p1", got)
     assert_status(body, 409, "Conflict")
     assert snapshot(front.redis_url, front.prefix) == before
+
+
+def test_delete_collection_with_selectors(front):
+    for name, app, node_name in [("a1", "a", ""), ("a2", "a", "n1"), ("b1", "b", "")]:
+        p = pod_json(name, node=node_name)
+        p["metadata"]["labels"] = {"app": app}
+        front.api.create(p)
+    code, body = call(front.url, "DELETE", POD + "?labelSelector=app%3Da", {"gracePeriodSeconds": 10})
+    assert code == 200 and body["kind"] == "PodList", body
+    assert [i["metadata"]["name"] for i in body["items"]] == ["a1", "a2"]
+    names = sorted(o["metadata"]["name"] for o in front.api.list("Pod", "default").items)
+    assert names == ["a2", "b1"]                      # a2 is bound: it stays for its grace period
+    assert front.api.get("Pod", "a2", "default")["metadata"]["deletionGracePeriodSeconds"] == 10
+    code, body = call(front.url, "DELETE", POD + "?labelSelector=app%3D%3D%3D")
+    assert_status(body, 400, "BadRequest")
+    code, body = call(front.url, "DELETE", "/api/v1/pods")
+    assert code == 405, body
