@@ -69,3 +69,25 @@ def test_kubectl_writes(kube_front, tmp_path):
     from cluster_state.errors import NotFound
     with pytest.raises(NotFound):       # not bound to a node: deleted at once
         kube_front.api.get("Pod", "web", "default")
+
+
+def test_kubectl_apply_twice_patches_with_a_strategic_merge_patch(kube_front, tmp_path):
+    """Client-side apply: a create, then a three-way strategic merge patch kubectl computes itself
+    ($setElementOrder for the containers it lists, the last-applied annotation)."""
+    import json as _json
+    p = pod_json("app")
+    p["spec"]["containers"].append({"name": "side", "image": "busybox"})
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(_json.dumps(p))
+    assert "pod/app created" in kubectl(kube_front, "apply", "--validate=false", "-f", str(manifest))
+    p["metadata"]["labels"] = {"app": "a", "rev": "2"}
+    p["spec"]["containers"][1]["image"] = "busybox:2"
+    manifest.write_text(_json.dumps(p))
+    assert "pod/app configured" in kubectl(kube_front, "apply", "--validate=false", "-f", str(manifest))
+    st = kube_front.api.get("Pod", "app", "default")
+    assert st["metadata"]["labels"] == {"app": "a", "rev": "2"}
+    assert [(c["name"], c["image"]) for c in st["spec"]["containers"]] == [("main", "busybox"), ("side", "busybox:2")]
+    assert "kubectl.kubernetes.io/last-applied-configuration" in st["metadata"]["annotations"]
+    out = subprocess.run([KUBECTL, "--kubeconfig", kube_front.kubeconfig, "apply", "--server-side", "--validate=false", "-f",
+                          str(manifest)], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "server-side apply" in out.stderr, out.stderr
