@@ -168,3 +168,41 @@ def test_delete_collection(core):
         v1.create_namespaced_pod(NS, new_pod(f"c{i}"))
     v1.delete_collection_namespaced_pod(NS, label_selector="app=demo", _preload_content=False)
     assert front.api.list("Pod", NS).items == []
+
+
+def test_a_rich_pod_round_trips_through_read_and_replace(core):
+    """Fields the store does not model (volumes, probes, env, ports, affinity, security context)
+    survive create -> read -> replace with the typed client, and the replace is not taken for a
+    change of the immutable spec."""
+    v1, front = core
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rich"},
+           "spec": {"schedulerName": "volcano", "priorityClassName": "high", "dnsPolicy": "ClusterFirst",
+                    "volumes": [{"name": "cfg", "configMap": {"name": "app-cfg", "defaultMode": 420}}],
+                    "securityContext": {"runAsUser": 1000, "fsGroup": 2000},
+                    "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule",
+                                     "tolerationSeconds": 30}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In",
+                                                                     "values": ["a", "b"]}]}]}}},
+                    "containers": [{"name": "main", "image": "app:1", "args": ["--port", "8080"],
+                                    "env": [{"name": "MODE", "value": "prod"}],
+                                    "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+                                    "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"},
+                                                       "periodSeconds": 5},
+                                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}],
+                                    "resources": {"requests": {"cpu": "250m", "memory": "512Mi"},
+                                                  "limits": {"cpu": "1", "memory": "1Gi"}}}]}}
+    v1.create_namespaced_pod(NS, pod)
+    got = v1.read_namespaced_pod("rich", NS)
+    got.metadata.labels = {"rev": "2"}
+    got.spec.containers[0].image = "app:2"
+    v1.replace_namespaced_pod("rich", NS, got)
+    spec = front.api.get("Pod", "rich", NS)["spec"]
+    c = spec["containers"][0]
+    assert c["image"] == "app:2" and c["readinessProbe"]["httpGet"]["port"] == "http"
+    assert c["env"] == [{"name": "MODE", "value": "prod"}] and c["volumeMounts"][0]["mountPath"] == "/etc/app"
+    assert spec["volumes"][0]["configMap"] == {"name": "app-cfg", "defaultMode": 420}
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["a", "b"]
+    assert spec["securityContext"] == {"runAsUser": 1000, "fsGroup": 2000}
+    assert front.api.get("Pod", "rich", NS)["metadata"]["labels"] == {"rev": "2"}
