@@ -14,7 +14,7 @@ apiserver's own:
   GLOBAL-DEFAULT, AGE, PREEMPTIONPOLICY; events -- LAST SEEN, TYPE, REASON, OBJECT, MESSAGE;
 * the Volcano CRDs -- NAME plus their ``additionalPrinterColumns``: podgroups STATUS, minMember,
   RUNNINGS, AGE, QUEUE (priority 1); queues PARENT (a declared column list replaces the default
-  AGE, as for any CRD);
+  AGE, as for any CRD); hypernodes Tier, TierName, NodeCount, Age;
 * anything else -- NAME, AGE.
 
 Every row has ``cells`` and ``object``: per ``includeObject`` (kubectl sends ``Metadata``, the
@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from kube_api.codec import parse_time
+from kube_api.codec import dumps, parse_time
 from kube_api.resources import Resource
 from kube_api.status import KubeError
 
@@ -369,10 +369,17 @@ def _crd_columns(spec: list[tuple[str, str, tuple, int, str]]) -> tuple[list, Ca
         cells: list = [_get(o, "metadata", "name")]
         for _n, t, path, _p, _d in spec:
             v = _get(o, *path)
-            if t == "date":
-                v = None if v is None else _since(v, now)
-            elif t == "integer" and not (isinstance(v, int) and not isinstance(v, bool)):
-                v = None
+            if v is None:
+                pass
+            elif t == "date":
+                v = _since(v, now)
+            elif t == "integer":
+                v = v if isinstance(v, int) and not isinstance(v, bool) else (
+                    int(v) if isinstance(v, float) and v.is_integer() else None)
+            elif t == "string" and not isinstance(v, str):
+                # the CRD table convertor prints a string column's value with JSONPath
+                v = ("true" if v else "false") if isinstance(v, bool) else (
+                    str(v) if isinstance(v, (int, float)) else dumps(v).decode())
             cells.append(v)
         return cells, None
     return cols, row
@@ -386,6 +393,12 @@ _TABLES["PodGroup"] = _crd_columns([
     ("QUEUE", "string", ("spec", "queue"), 1, ""),
 ])
 _TABLES["Queue"] = _crd_columns([("PARENT", "string", ("spec", "parent"), 0, "The parent queue of this queue")])
+_TABLES["HyperNode"] = _crd_columns([
+    ("Tier", "string", ("spec", "tier"), 0, ""),
+    ("TierName", "string", ("spec", "tierName"), 0, ""),
+    ("NodeCount", "integer", ("status", "nodeCount"), 0, ""),
+    ("Age", "date", ("metadata", "creationTimestamp"), 0, ""),
+])
 
 _GENERIC = ([NAME_COLUMN, AGE_COLUMN],
             lambda o, now: ([_get(o, "metadata", "name"), _since(_get(o, "metadata", "creationTimestamp"), now)],

@@ -108,3 +108,11 @@ def test_node_podgroup_queue_and_generic_tables():
     t = table(lookup("", "v1", "services"), [svc], list_meta=None, now=NOW)
     assert [c["name"] for c in t["columnDefinitions"]] == ["Name", "Age"]
     assert t["rows"][0]["cells"] == ["s1", "<unknown>"]
+
+
+def test_hypernode_columns_print_string_columns_as_text():
+    hn = {"metadata": {"name": "s0", "creationTimestamp": ts(600)},
+          "spec": {"tier": 1, "tierName": "leaf", "members": []}, "status": {"nodeCount": 4}}
+    t = table(lookup("topology.volcano.sh", "v1alpha1", "hypernodes"), [hn], list_meta=None, now=NOW)
+    assert [c["name"] for c in t["columnDefinitions"]] == ["Name", "Tier", "TierName", "NodeCount", "Age"]
+    assert t["rows"][0]["cells"] == ["s0", "1", "leaf", 4, "10m"]
