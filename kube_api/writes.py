@@ -10,7 +10,8 @@ request log act there); every request is logged once with ``ctx.endpoint.log_req
 | PUT item/status | ``update_status`` (only status); Pod and Node also take labels and annotations (``replace`` when those change) | 200 object |
 | PATCH item[/status] | read, apply the patch (``kube_api.patch``), write as PUT would with the read resourceVersion as precondition, retried on a race unless the patch carries a resourceVersion | 200 object |
 | DELETE item | ``delete`` with gracePeriodSeconds (a Pod not yet bound, or finished, goes at once) and ``preconditions`` (uid, resourceVersion) | 200 object (Pod, custom resources) or Status |
-| POST pods/{n}/binding | ``bind`` (uid precondition; its 409s; the KEP-5278 NNN clearing is the store's switch); Binding annotations are merged into the pod by a second write | 201 Status |
+| DELETE collection | each object the label / field selectors match, deleted as above | 200 typed list of the deleted |
+| POST pods/{n}/binding (or namespaces/{ns}/bindings) | ``bind`` (uid precondition; its 409s; the KEP-5278 NNN clearing is the store's switch); Binding annotations are merged into the pod by a second write | 201 Status |
 | POST pods/{n}/eviction | graceful ``evict`` / ``delete`` with the Eviction's deleteOptions | 201 Status |
 
 Errors are ``Status`` answers (400 malformed, 404 missing, 405 verb not allowed -- e.g. writes to
