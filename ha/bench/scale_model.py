@@ -28,7 +28,7 @@ __all__ = ["measure", "result_from"]
 
 
 def _build(sz: Any) -> tuple[Any, dict, Any]:
-    from ha.bench.scale import NODE, _bound_job
+    from ha.bench.scale_cluster import NODE, bound_job as _bound_job
     from ha.experiment.objects import cluster_node, queue
     from ha.scheduler.wiring import build_cache
     cache, handlers = build_cache(profile="v1.14")
@@ -100,7 +100,7 @@ class _Phases:
 
 
 def measure(sz: Any, sessions: int = 5) -> dict:
-    from ha.bench.scale import _pending_job
+    from ha.bench.scale_cluster import pending_job as _pending_job
     from ha.scheduler.conf import SchedulerConf, default_conf
     t0 = time.perf_counter()
     cache, handlers, listed = _build(sz)

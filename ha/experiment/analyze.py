@@ -31,7 +31,7 @@ from ha.errors import BadInput
 from ha.experiment.history import COUNTERS, History
 from ha.experiment.results import TASK_STATUSES, TIMESERIES_COLUMNS, task_status_counts, write_json
 
-__all__ = ["analyze", "analyze_cli", "timeseries_rows"]
+__all__ = ["analyze", "analyze_cli", "analyze_sweep", "timeseries_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -191,14 +191,14 @@ def analyze_cli(path, as_json: bool = False, echo=print, extra_checkers: Iterabl
     for c in extra_checkers:
         if not Path(c).exists():
             raise BadInput(f"--checkers {c}: no such file or folder")
-    from ha.experiment.sweep_report import analyze_sweep, is_sweep_dir
+    from ha.experiment.sweep_report import is_sweep_dir
     if is_sweep_dir(p):      # a sweep: every cell (a results folder), then its statistics
         return analyze_sweep(p, as_json=as_json, echo=echo, extra_checkers=extra_checkers)
     summary = analyze(p, extra_checkers=extra_checkers)
     if as_json:
         echo(json.dumps(summary, sort_keys=True, default=str))
         return 0
-    from ha.experiment.oracles import headline
+    from ha.experiment.checkers import headline
     for k, v in summary.items():
         echo(f"{k}: {headline(k, v)}")
     doc = json.loads((p / "metrics.json").read_text(encoding="utf-8"))
@@ -206,4 +206,29 @@ def analyze_cli(path, as_json: bool = False, echo=print, extra_checkers: Iterabl
         echo(f"{k}: absent ({why})")
     for w in (doc.get("history") or {}).get("warnings") or []:
         echo(f"warning: {w}")
+    return 0
+
+
+def analyze_sweep(path: str | Path, *, as_json: bool = False, echo=print, console=None,
+                  extra_checkers=()) -> int:
+    """``ha-testbed analyze SWEEP_DIR``: every ok cell's metrics recomputed from its history, then
+    sweep.json and summary.md rewritten."""
+    from ha.experiment.sweep_report import SWEEP_FILE, print_ci_tables, read_sweep, write_sweep
+    out = Path(path)
+    doc = read_sweep(out)
+    cells = doc["cells"]
+    for c in cells:
+        folder = out / c["path"]
+        if c.get("status") == "ok" and (folder / "history" / "run.json").is_file():
+            # the cell's report only where it had one (a sweep writes none by default)
+            analyze(folder, extra_checkers=extra_checkers, report=(folder / "report.md").exists())
+    b = doc.get("bootstrap") or {}
+    new = write_sweep(out, doc["grid"], cells, bootstrap_seed=int(b.get("seed", 0)),
+                      resamples=b.get("resamples"))
+    if as_json:
+        echo(json.dumps(new, sort_keys=True, default=str))
+        return 0
+    print_ci_tables(new, console=console)
+    echo(f"re-analyzed {sum(1 for c in cells if c.get('status') == 'ok')} cells; rewrote {out / SWEEP_FILE}, "
+         f"{out / 'summary.md'}")
     return 0

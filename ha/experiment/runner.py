@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ha.errors import BadInput
+from ha.scheduler.acceleration import Acceleration
 from ha.experiment.config import Experiment, load_experiment
 from ha.experiment.results import ResultsWriter
 from ha.runtime import ledger
@@ -97,6 +98,9 @@ class ExperimentRunner:
         self.exp = exp
         self.out = Path(out).absolute()
         self.source = source
+        # the acceleration switches this run's caches are built with (ha/scheduler/acceleration.py),
+        # read once here and recorded in metrics.json: they change no result, but every figure
+        self.acceleration = Acceleration.from_environ()
         self.progress_enabled = progress
         self.report = report          # False: no report.md and plots (`ha-testbed report` writes them later)
         if console is None:
@@ -239,6 +243,7 @@ class ExperimentRunner:
             "experiment": self.exp.resolved(),
             "scheduler_conf": conf,
             "switches": self._switches(),
+            "acceleration": self.acceleration.as_record(),
             "api_server": life.api_server.to_dict(),
             "run": {"source": self.source, "run_id": life.run_id, "prefix": life.prefix,
                     "started_at": self.started_at,

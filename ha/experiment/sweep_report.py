@@ -11,7 +11,7 @@ over the cells' ``metrics.json``; every number comes from :mod:`ha.experiment.st
                                       "profiles": {profile: {n, mean, median, ci95, seeds}},
                                       "differences": [{a, b, n, mean, median, ci95, verdict, seeds}]}}}}
 
-A metric's value per cell is its headline (``oracles.headline``: the one number a table shows);
+A metric's value per cell is its headline (``checkers.headline``: the one number a table shows, as its checker declares it);
 booleans and non-finite values are left out. A difference is ``b - a`` over the seeds where both
 profiles have the metric (paired by seed), for every pair of profiles in ``--profiles`` order
 (``a`` before ``b``). Each group's bootstrap seed is derived from the recorded seed and the group's
@@ -31,7 +31,7 @@ from ha.errors import BadInput
 from ha.experiment import stats
 
 __all__ = ["write_grid", "write_sweep", "aggregate", "cell_values", "difference_sentence", "summary_markdown",
-           "print_ci_tables", "read_sweep", "is_sweep_dir", "analyze_sweep", "fmt"]
+           "print_ci_tables", "read_sweep", "is_sweep_dir", "fmt"]
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def write_grid(out: Path, grid, engine: str) -> None:
 
 def cell_values(folder: Path) -> dict[str, float]:
     """{metric: headline number} of one cell (numeric headlines only)."""
-    from ha.experiment.oracles import headline
+    from ha.experiment.checkers import headline
     try:
         doc = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
@@ -366,28 +366,3 @@ def print_ci_tables(doc: dict[str, Any], *, console=None, title: str | None = No
                     for x in groups[lab]["differences"]:
                         d.add_row(m, difference_sentence(m, x))
             console.print(d)
-
-
-def analyze_sweep(path: str | Path, *, as_json: bool = False, echo=print, console=None,
-                  extra_checkers=()) -> int:
-    """``ha-testbed analyze SWEEP_DIR``: every ok cell's metrics recomputed from its history, then
-    sweep.json and summary.md rewritten."""
-    from ha.experiment.analyze import analyze
-    out = Path(path)
-    doc = read_sweep(out)
-    cells = doc["cells"]
-    for c in cells:
-        folder = out / c["path"]
-        if c.get("status") == "ok" and (folder / "history" / "run.json").is_file():
-            # the cell's report only where it had one (a sweep writes none by default)
-            analyze(folder, extra_checkers=extra_checkers, report=(folder / "report.md").exists())
-    b = doc.get("bootstrap") or {}
-    new = write_sweep(out, doc["grid"], cells, bootstrap_seed=int(b.get("seed", 0)),
-                      resamples=b.get("resamples"))
-    if as_json:
-        echo(json.dumps(new, sort_keys=True, default=str))
-        return 0
-    print_ci_tables(new, console=console)
-    echo(f"re-analyzed {sum(1 for c in cells if c.get('status') == 'ok')} cells; rewrote {out / SWEEP_FILE}, "
-         f"{out / 'summary.md'}")
-    return 0

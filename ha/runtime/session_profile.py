@@ -12,6 +12,8 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+from ha.scheduler.acceleration import Acceleration
+
 __all__ = ["ENV", "session_profile"]
 
 ENV = "HA_PROFILE_SESSIONS"
@@ -21,7 +23,7 @@ ENV = "HA_PROFILE_SESSIONS"
 def session_profile(instance: str, session: int, directory: str | None = None) -> Iterator[str | None]:
     """Profile the block into ``<dir>/<instance>-<pid>-<session>.pstats`` when ``directory`` (else
     the environment's ``HA_PROFILE_SESSIONS``) names one; yields that path, or None."""
-    d = directory if directory is not None else os.environ.get(ENV)
+    d = directory if directory is not None else Acceleration.from_environ().profile_sessions
     if not d:
         yield None
         return

@@ -26,7 +26,8 @@ from ha.scheduler.api import (ALL_NODE_UNAVAILABLE_MSG, EVICTION_OCCURRED_ANNOTA
 from ha.scheduler.api.job_info import PodGroupPhase, copy_object, same_sums
 from ha.scheduler.api.hypernode_info import JOB_ALLOCATED_HYPERNODE_ANNOTATION, HyperNodesInfo
 from ha.scheduler.profiles import Switches, profile
-from ha.scheduler.snapshot_reuse import JobClones, NodeClones, SnapshotReuseMismatch, verifying
+from ha.scheduler.acceleration import Acceleration
+from ha.scheduler.snapshot_reuse import JobClones, NodeClones, SnapshotReuseMismatch
 
 __all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 
@@ -104,7 +105,7 @@ class StatusWrite:
 class SchedulerCache:
     """The informer-fed cache of one scheduler instance.
 
-    Extra keyword arguments (beyond INTERFACES.md):
+    Extra keyword arguments (beyond the model's interfaces (docs/design.md)):
       * ``pod_getter`` — resyncTask's GET (defaults to the binder if it has ``get_pod``);
       * ``bind_mode`` — "sync": ``add_bind_task`` binds at once (deterministic runs);
         "queued": binds wait for ``process_bind_task()`` (Volcano's 20 ms bind loop);
@@ -118,8 +119,11 @@ class SchedulerCache:
                  status_updater: Any = None, scheduler_names: Iterable[str] = ("volcano",),
                  default_queue: str = "default", *, pod_getter: Any = None, bind_mode: str = "sync",
                  batch_num: int = 1, node_selector: dict[str, str] | None = None,
-                 pod_priority_admission: bool = True, clock: Any = None):
+                 pod_priority_admission: bool = True, clock: Any = None,
+                 acceleration: Acceleration | None = None):
         self.switches = switches if switches is not None else profile("v1.14")
+        # read once, here (ha/scheduler/acceleration.py); every session of this cache gets it
+        self.acceleration = acceleration if acceleration is not None else Acceleration.from_environ()
         if clock is None:
             from ha.scheduler.interfaces import WallClock
             clock = WallClock()
@@ -148,8 +152,8 @@ class SchedulerCache:
         self.default_priority = 0
         self.node_list: list[str] = []
         # node clones kept between sessions for the next snapshot (snapshot_reuse.py)
-        self.node_clones = NodeClones()
-        self.job_clones = JobClones()
+        self.node_clones = NodeClones(self.acceleration)
+        self.job_clones = JobClones(self.acceleration)
         # the allocate fast path's rows of the last build, by node: kept for the nodes whose
         # clone the next snapshot reuses (actions/allocate/fastpath.py _load_rows)
         self.fast_path_rows: dict | None = None
@@ -621,7 +625,7 @@ class SchedulerCache:
             job_token, snap.jobs = self.job_clones.clone(jobs, lend=lend)
             if node_token is not None or job_token is not None:
                 snap.lent_token = (node_token, job_token)
-            if verifying():
+            if self.acceleration.verify_snapshot_reuse:
                 # a job clone takes the job's running sums instead of adding its tasks up again
                 for uid, c in snap.jobs.items():
                     why = same_sums(c)

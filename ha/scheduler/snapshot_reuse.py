@@ -18,10 +18,11 @@ The contract:
   every session changes without reporting, and a reused job clone gets it copied from the
   cache's job again (``JobInfo.copy_header``, as ``clone`` does).
 * A reused clone is what ``clone()`` would give now, field for field, dict orders and float sums
-  included. ``HA_VERIFY_SNAPSHOT_REUSE=1`` (the test suite sets it) clones afresh beside every
+  included. ``verify_snapshot_reuse`` (``ha.scheduler.acceleration``; ``HA_VERIFY_SNAPSHOT_REUSE=1``,
+  which the test suite sets) clones afresh beside every
   reuse and raises :class:`SnapshotReuseMismatch` naming the node or job and the field that
   differ.
-* ``HA_SNAPSHOT_REUSE=0`` turns reuse off: every snapshot clones every node and job (the
+* ``snapshot_reuse`` off (``HA_SNAPSHOT_REUSE=0``) turns reuse off: every snapshot clones every node and job (the
   baseline of ``ha-testbed bench scale --param where=model``).
 
 A job clone takes the job's running sums (allocated, total request) instead of adding its tasks
@@ -36,11 +37,11 @@ clone and k8s view).
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable
 
 from ha.scheduler.api.job_info import JobInfo
 from ha.scheduler.api.node_info import NodeInfo
+from ha.scheduler.acceleration import Acceleration, acceleration_of
 
 __all__ = ["JobClones", "NodeClones", "SnapshotReuseMismatch", "check_same", "node_state", "verifying"]
 
@@ -52,9 +53,10 @@ _WATCHERS = frozenset({"_sink", "_changes", "derived", "__weakref__", "settled_c
 _SHARED = frozenset({"pod", "node"})
 
 
-def verifying() -> bool:
-    """Whether reuses are checked against fresh copies (``HA_VERIFY_SNAPSHOT_REUSE=1``)."""
-    return os.environ.get("HA_VERIFY_SNAPSHOT_REUSE", "") == "1"
+def verifying(holder: Any) -> bool:
+    """Whether reuses are checked against fresh copies, in the settings the cache or session
+    ``holder`` was given (``Acceleration.verify_snapshot_reuse``)."""
+    return acceleration_of(holder).verify_snapshot_reuse
 
 
 class SnapshotReuseMismatch(AssertionError):
@@ -111,9 +113,10 @@ class _Clones:
     kind = ""        # what a mismatch names: "node", "job"
     key = ""         # the attribute naming an object
 
-    def __init__(self) -> None:
-        self.enabled = os.environ.get("HA_SNAPSHOT_REUSE", "1") != "0"
-        self.verify = verifying()
+    def __init__(self, acceleration: Acceleration | None = None) -> None:
+        acc = acceleration if acceleration is not None else Acceleration.from_environ()
+        self.enabled = acc.snapshot_reuse
+        self.verify = acc.verify_snapshot_reuse
         self.changed: set[str] = set()       # cache objects changed since the last lending snapshot
         self._pool: dict[str, tuple[Any, Any]] = {}   # given back: key -> (cache object, clone)
         self._pool_touched: set[str] = set()   # clones the session that had them changed
@@ -190,8 +193,8 @@ class JobClones(_Clones):
 
     kind, key = "job", "uid"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, acceleration: Acceleration | None = None) -> None:
+        super().__init__(acceleration)
         # jobs whose close verdict was kept (framework/settled_close.py)
         self.stats["settled_close"] = 0
 

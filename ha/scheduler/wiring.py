@@ -117,8 +117,10 @@ def build_cache(*, profile: Any = "v1.14", switches: dict | None = None, schedul
                 default_queue: str = "default", io: Any = None, bind_mode: str = "sync",
                 batch_num: int = 1, clock: Any = None, kinds: tuple = KINDS,
                 on_fatal: Callable[[BaseException], None] | None = None,
-                on_error: Callable[[BaseException], None] | None = None) -> CacheWiring:
+                on_error: Callable[[BaseException], None] | None = None,
+                acceleration: Any = None) -> CacheWiring:
     """A ``SchedulerCache`` under ``profile`` (+ ``switches``) and its informer handlers.
+    ``acceleration``: an ``ha.scheduler.acceleration.Acceleration`` (default: the environment's).
 
     ``io``: binder, evictor, status updater and pod getter in one (default: an in-memory
     ``RecordingIO``); ``clock``: the sessions' time (default: the wall clock)."""
@@ -129,6 +131,7 @@ def build_cache(*, profile: Any = "v1.14", switches: dict | None = None, schedul
         io = RecordingIO()
     cache = SchedulerCache(switches=sw, binder=io, evictor=io, status_updater=io,
                            scheduler_names=(scheduler_name,), default_queue=default_queue,
-                           pod_getter=io, bind_mode=bind_mode, batch_num=batch_num, clock=clock)
+                           pod_getter=io, bind_mode=bind_mode, batch_num=batch_num, clock=clock,
+                           acceleration=acceleration)
     handlers = {k: CacheEventHandler(cache, k, on_fatal=on_fatal, on_error=on_error) for k in kinds}
     return CacheWiring(cache, handlers)

@@ -14,6 +14,7 @@ Besides the end-to-end runs, the predicate scan and the per-node scores are comp
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -351,8 +352,7 @@ def _session_state(ssn: Any) -> dict:
 def run(w: dict, prof: str, conf_kind: str, fast: bool, sessions: int = 3) -> tuple[list, dict]:
     """Outcome of ``sessions`` scheduling cycles; ``info`` says how much the fast path did."""
     import copy
-    old, old_for = fastpath.ENABLED, fastpath.for_session
-    fastpath.ENABLED = fast
+    old_for = fastpath.for_session
     info: dict = {"fast": 0, "reasons": [], "paths": []}
 
     def for_session(ssn: Any) -> Any:
@@ -365,6 +365,7 @@ def run(w: dict, prof: str, conf_kind: str, fast: bool, sessions: int = 3) -> tu
     fastpath.for_session = for_session
     try:
         cache, io = _cache(w, prof)
+        cache.acceleration = dataclasses.replace(cache.acceleration, allocate_fastpath=fast)
         conf = make_conf(conf_kind)
         out: list = []
         for s in range(sessions):
@@ -392,7 +393,7 @@ def run(w: dict, prof: str, conf_kind: str, fast: bool, sessions: int = 3) -> tu
         info["fast"] = sum(p.stats["fast"] for p in info["paths"])
         return out, info
     finally:
-        fastpath.ENABLED, fastpath.for_session = old, old_for
+        fastpath.for_session = old_for
 
 
 def _first_difference(a: list, b: list) -> str:

@@ -4,6 +4,8 @@ field for field -- checked here against the tasks added up, with the verifier th
 under, and with requests for which a sum could not be exact."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ha.scheduler.framework.session import open_session
@@ -77,7 +79,8 @@ def test_the_verifier_finds_a_running_sum_out_of_step(monkeypatch):
     for plugin in (DrfPlugin(), ProportionPlugin()):
         with pytest.raises(AssertionError, match=r"job ns/pg2: allocated sum .* != its tasks added up"):
             plugin.on_session_open(ssn)
-    monkeypatch.setenv("HA_VERIFY_SNAPSHOT_REUSE", "0")   # unchecked, the sum is what counts
+    # unchecked (the session's settings, read when its cache was built), the sum is what counts
+    ssn.acceleration = dataclasses.replace(ssn.acceleration, verify_snapshot_reuse=False)
     drf = DrfPlugin()
     drf.on_session_open(ssn)
     assert drf.job_attrs["ns/pg2"].allocated.milli_cpu == 701.0

@@ -133,7 +133,7 @@ class JobUpdater:
     def __init__(self, ssn: Any):
         self.ssn = ssn
         self.job_queue = list(ssn.jobs.values())
-        self.verify = verifying()
+        self.verify = verifying(ssn)
         self.settled = 0        # jobs whose last verdict held (settled_close.py)
 
     def update_all(self) -> None:

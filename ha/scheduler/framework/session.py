@@ -45,7 +45,7 @@ add_gang_search_space_fn        (job, ssn, purpose) -> SearchSpace | None       
 add_gang_victim_selector_fn     (preemptor_job, needed, candidates, ctx) -> dict      (no flag) gang_victim_selector
 =============================== ==================================================== ==========================
 
-Aggregators keep Volcano's exact tier and vote rules (volcano-semantics.md §5.3, S9). The two
+Aggregators keep Volcano's exact tier and vote rules (docs/volcano-semantics.md §5.3, S9). The two
 seed-001 points (gang-aware eviction, framework/gang_eviction.py) are first-answer-wins in tier
 order; ``gang_evictable`` is one batched Preemptable/Reclaimable call with per-plugin overrides.
 """
@@ -59,6 +59,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ha.scheduler.acceleration import acceleration_of
 from ha.scheduler.api.hypernode_info import HyperNodeInfoMap
 from ha.scheduler.api.job_info import writable_status as _writable_status
 from ha.scheduler.conf import PluginOption, SchedulerConf, Tier, default_conf
@@ -166,6 +167,7 @@ class Session:
             clock = WallClock()
         self.clock = clock
         self.conf = conf if conf is not None else default_conf()
+        self.acceleration = acceleration_of(cache)   # the cache's, read when it was built
         self.switches = getattr(cache, "switches", None)
         if self.switches is None:
             from ha.scheduler.profiles import Switches

@@ -74,7 +74,7 @@ class DrfPlugin:
         self.total_resource = ssn.total_resource.clone()
         self._dims = total_dims(self.total_resource)
         self.job_attrs = {}
-        check = verifying()
+        check = verifying(ssn)
         for job in ssn.jobs.values():
             # the job's allocated tasks added up (its clone's running sum where that is exact)
             attr = DrfAttr(allocated=job.allocated_sum(check))

@@ -271,7 +271,7 @@ def node_map(ssn: Any) -> dict[str, K8sNodeInfo]:
     if view is None:
         memo: dict = {}
         index = AffinityIndex()
-        verify = verifying()
+        verify = verifying(ssn)
         view = {}
         for name, ni in ssn.nodes.items():
             v = getattr(ni, "derived", None)

@@ -337,7 +337,7 @@ class QueueAttrPlugin(Plugin):
     def build_queue_attrs(self, ssn: Any) -> None:
         self.total_resource = ssn.total_resource.clone()
         self.total_guarantee = total_guarantee_of(ssn.queues.values())
-        check = verifying()
+        check = verifying(ssn)
         for sums in (True, False):
             self.queue_opts = {}
             whole = True

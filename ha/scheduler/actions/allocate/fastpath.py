@@ -37,25 +37,25 @@ or GPU requests for scoring, …) and per call
 (no feasible node: the FitErrors are built from the arrays — ``fit_errors`` — with the scalar
 predicate only on the nodes whose resources fit; the scalar scan reruns if that disagrees).
 
-``ENABLED`` (env ``HA_ALLOCATE_FASTPATH=0`` turns it off) is read when a session's allocate starts.
+The session's ``acceleration.allocate_fastpath`` (``ha.scheduler.acceleration``; the environment's
+``HA_ALLOCATE_FASTPATH=0`` turns it off, read when the cache is built) decides whether it is used.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import MutableMapping
 from typing import Any
 
 import numpy as np
 
+from ha.scheduler.acceleration import acceleration_of
 from ha.scheduler.actions.allocate.future_idle import future_idle_for
 from ha.scheduler.snapshot_reuse import SnapshotReuseMismatch, verifying
 
 from ha.scheduler.api import TaskStatus, ZERO, exact_fields
 from ha.scheduler.api.types import FitError
 
-__all__ = ["ENABLED", "AllocateFastPath", "ScanErrors", "for_session", "unsupported_reason"]
+__all__ = ["AllocateFastPath", "ScanErrors", "for_session", "unsupported_reason"]
 
-ENABLED = os.environ.get("HA_ALLOCATE_FASTPATH", "1").lower() not in ("0", "false", "off", "no")
 
 _EXACT = float(2 ** 53)  # ints beyond this do not survive float64 (balanced: int / int)
 _EPS = 0.1               # Volcano's minResource
@@ -66,7 +66,7 @@ _NONE = np.zeros(0, dtype=np.intp)
 
 def for_session(ssn: Any) -> "AllocateFastPath | None":
     """The session's fast path, built on first use; None when disabled or not applicable."""
-    if not ENABLED:
+    if not acceleration_of(ssn).allocate_fastpath:
         return None
     fp = getattr(ssn, "_allocate_fastpath", _MISSING)
     if fp is _MISSING:
@@ -313,11 +313,11 @@ class AllocateFastPath:
 
         A node whose clone and k8s view are the objects the last build read (the snapshot
         reused them: nothing changed the node since, ha/scheduler/snapshot_reuse.py) takes that
-        build's values (``cache.fast_path_rows``); with ``HA_VERIFY_SNAPSHOT_REUSE=1`` they are
+        build's values (``cache.fast_path_rows``); with ``verify_snapshot_reuse`` on they are
         worked out again and compared."""
         cache = self.ssn.cache
         kept = getattr(cache, "fast_path_rows", None) or _EMPTY
-        verify = verifying()
+        verify = verifying(self.ssn)
         rows: dict[str, tuple] = {}
         fc, fm, ic, im, pmax, pcount, kv = [], [], [], [], [], [], []
         bad = None

@@ -1,0 +1,69 @@
+"""The cluster ``bench scale`` measures, in one place for its two forms (the living cluster,
+``scale.py``; the model alone in one process, ``scale_model.py``): its sizes, the node shape, the
+requests and the bound and pending jobs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
+           "bound_job", "pending_job"]
+
+NS = "default"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    nodes: int
+    bound: int                 # bound (Running) pods at the start
+    pending: int               # pending pods (gangs of ``gang``) that fit nowhere
+    gang: int = 10
+    instances: int = 3
+    baseline_window_s: float = 15.0
+    window_s: float = 60.0
+    rate_gangs_per_s: float = 8.0    # the living cluster's arrivals: gangs of 1-4 small pods
+    period_s: float = 1.0
+    creators: int = 2               # processes creating the starting objects
+    min_sessions: int = 3           # a window lasts until the leader ran this many sessions ...
+    max_window_s: float = 240.0     # ... or this long
+    # Volcano's own default (util.go DefaultSchedulerConf), not the testbed's experiment default
+    # (which adds preempt and reclaim: see BENCHMARKS.md for why they are left out here)
+    actions: tuple[str, ...] = ("enqueue", "allocate", "backfill")
+
+
+FULL = Sizes(nodes=5000, bound=99_000, pending=1000)
+QUICK = Sizes(nodes=100, bound=1900, pending=100, baseline_window_s=3.0, window_s=6.0,
+              rate_gangs_per_s=4.0, min_sessions=2, max_window_s=60.0)
+
+NODE = {"cpu": 32, "memory": "256Gi", "pods": 110}
+BOUND_REQUEST = {"cpu": "1500m", "memory": "4Gi"}
+PENDING_REQUEST = {"cpu": "4", "memory": "4Gi"}
+ARRIVAL_REQUEST = {"cpu": "250m", "memory": "512Mi"}
+
+
+def bound_job(j: int, sz: Sizes) -> tuple[dict, list[dict]]:
+    """Job ``j`` of the bound (Running) pods: a Running PodGroup and its pods, each on a node."""
+    from ha.runtime.workload import RUNTIME_ANNOTATION, pod_object, podgroup_object
+    name = f"run-{j:05d}"
+    pg = podgroup_object(name, NS, min_member=sz.gang, queue="default")
+    pg["status"].update({"phase": "Running", "running": sz.gang})
+    pods = []
+    for k in range(sz.gang):
+        i = j * sz.gang + k
+        if i >= sz.bound:
+            break
+        p = pod_object(f"{name}-{k}", NS, job=name, request=BOUND_REQUEST, runtime_ms=0)
+        del p["metadata"]["annotations"][RUNTIME_ANNOTATION]   # runs until deleted
+        p["spec"]["nodeName"] = f"node-{i % sz.nodes + 1}"
+        p["status"]["phase"] = "Running"
+        pods.append(p)
+    return pg, pods
+
+
+def pending_job(j: int, sz: Sizes) -> tuple[dict, list[dict]]:
+    """Pending gang ``j``: a PodGroup of ``sz.gang`` pods that fit nowhere."""
+    from ha.runtime.workload import pod_object, podgroup_object
+    name = f"pend-{j:04d}"
+    pg = podgroup_object(name, NS, min_member=sz.gang, queue="default")
+    pods = [pod_object(f"{name}-{k}", NS, job=name, request=PENDING_REQUEST, runtime_ms=60_000)
+            for k in range(sz.gang)]
+    return pg, pods
