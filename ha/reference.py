@@ -2,8 +2,8 @@
 chaos/faults/: keys, types, defaults, targets, window or point, example), every experiment key (the
 pydantic model, ha/experiment/config.py), every behaviour switch and profile
 (ha/scheduler/profiles.py: a switch's doc is its comment there), every metric (the checkers'
-registry ``ha.experiment.checkers.all_checkers()`` when it exists — each checker's ``NAME`` and the
-first line of its docstring — else the DESIGN.md table kept below) and the commands.
+registry ``ha.experiment.checkers.registry()`` — each checker's ``NAME`` and the
+first line of its docstring) and the commands.
 
 ``render()`` returns the text; ``python -m ha.reference`` rewrites docs/reference.md and
 ``python -m ha.reference --check`` exits 1 when the file is stale (a test runs the check).
@@ -24,28 +24,6 @@ from pydantic import BaseModel, TypeAdapter
 __all__ = ["render", "write", "main", "PATH"]
 
 PATH = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
-
-# DESIGN.md "Metrics": used while no checker registry exists (ha.experiment.checkers.all_checkers)
-_METRICS = (
-    ("cache_divergence", "per instance, tasks whose (status, node) in its cache differ from what an "
-                         "up-to-date cache would hold under the same profile; max and mean over the run"),
-    ("pairwise_drift", "per pair of instances, tasks whose (status, node) differ between their caches"),
-    ("resource_drift", "per instance, Σ over nodes of the difference in Idle/Pipelined/Releasing from "
-                       "the up-to-date cache, as a fraction of cluster capacity"),
-    ("staleness_ms", "per instance, time from an API write to its cache applying it; p50, p99, max"),
-    ("allocation_drift", "pods bound to a node other than the one they were nominated/pipelined to; "
-                         "count and rate per nomination"),
-    ("wasted_evictions", "evictions whose preemptor did not end on the freed node"),
-    ("cyclic_evictions", "pods (or jobs) evicted again after being re-created, within the run"),
-    ("overcommit_violations", "node-ticks where bound pods' requests exceed allocatable in the API "
-                              "server's truth"),
-    ("partial_gang_binds", "binds committed for a job while fewer than minMember of its tasks were "
-                           "placed in that session"),
-    ("bind_conflicts", "409s on binding"),
-    ("failover_recovery_s", "leader loss → first successful bind by the new leader"),
-    ("pods_bound_per_s", "throughput"),
-)
-
 
 # ------------------------------------------------------------------------------------- helpers
 
@@ -285,12 +263,9 @@ def _first_sentence(doc: str) -> str:
 
 def metrics() -> tuple[list[tuple[str, str]], str]:
     """(name, one-line definition) and where they came from."""
-    try:
-        from ha.experiment.checkers import all_checkers
-    except ImportError:
-        return list(_METRICS), "DESIGN.md's table (ha/reference.py)"
+    from ha.experiment.checkers import registry
     out = []
-    for c in all_checkers():
+    for c in sorted(registry().values(), key=lambda c: c.name):
         doc = inspect.getdoc(sys.modules.get(c.module)) or ""
         first = _first_sentence(doc)
         if first.startswith(c.name):     # "name (where from): definition" -> the definition

@@ -1,5 +1,5 @@
 """``ha-testbed compare DIR_A DIR_B ...``: the summaries of several results folders side by side
-(e.g. one seed under ``v1.14``, ``pr5045`` and ``pr5045-fixed``). One row per DESIGN.md metric,
+(e.g. one seed under ``v1.14``, ``pr5045`` and ``pr5045-fixed``). One row per contract metric (docs/design.md),
 one column per run; a metric a run did not measure shows as "—" (never as 0).
 
 A sweep folder (``sweep.json``) among the arguments prints its confidence-interval table instead:
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ha.experiment.oracles import headline
-from ha.experiment.results import METRIC_NAMES, Results, read_results
+from ha.experiment.checkers import headline, metric_names
+from ha.experiment.results import Results, read_results
 
 __all__ = ["compare_cli", "compare_table", "run_label"]
 
@@ -30,8 +30,9 @@ def compare_table(results: list[Results]) -> dict[str, Any]:
     "details": {metric: [full summary value per run]}}"""
     runs = [{"label": run_label(r), "path": str(r.path), "profile": r.experiment.get("profile"),
              "seed": r.experiment.get("seed"), "name": r.experiment.get("name")} for r in results]
-    # DESIGN.md's metrics first, then the extensions any of the runs measured (sorted)
-    names = list(METRIC_NAMES) + sorted({k for r in results for k in r.summary} - set(METRIC_NAMES))
+    # the contract's metrics (docs/design.md) first, then the extensions any of the runs measured (sorted)
+    contract = metric_names(contract_only=True)
+    names = list(contract) + sorted({k for r in results for k in r.summary} - set(contract))
     metrics = {m: [headline(m, r.summary.get(m)) if m in r.summary else None for r in results]
                for m in names}
     details = {m: [r.summary.get(m) for r in results] for m in names}

@@ -41,7 +41,7 @@ class Progress:
 def print_summary(console, *, title: str, summary: Mapping[str, Any], instances: Mapping[str, Any],
                   chaos: list[Mapping[str, Any]], out) -> None:
     from rich.table import Table
-    from ha.experiment.oracles import headline
+    from ha.experiment.checkers import headline
     t = Table(title=title)
     t.add_column("metric")
     t.add_column("value", justify="right")

@@ -19,8 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ha.experiment.oracles import headline
-from ha.experiment.results import METRIC_NAMES, Results, read_results
+from ha.experiment.checkers import headline, metric_names
+from ha.experiment.results import Results, read_results
 
 __all__ = ["write_report", "report_cli", "chaos_windows", "verdicts"]
 
@@ -323,7 +323,8 @@ def write_report(path: str | Path) -> Path:
     lines += ["", "## Summary", ""]
     lines += [f"- {v}" for v in verdicts(res)] or ["- (no oracle metrics in this run)"]
     lines += ["", "| metric | value | detail |", "|---|---:|---|"]
-    for name in METRIC_NAMES:
+    contract = metric_names(contract_only=True)
+    for name in contract:
         if name in res.summary:
             v = res.summary[name]
             detail = ""
@@ -333,7 +334,7 @@ def write_report(path: str | Path) -> Path:
             lines.append(f"| `{name}` | {_fmt(headline(name, v))} | {detail} |")
         else:
             lines.append(f"| `{name}` | — | not measured: {absent.get(name, 'not computed by this run')} |")
-    extensions = [k for k in res.summary if k not in METRIC_NAMES and k != "convergence"]
+    extensions = [k for k in res.summary if k not in contract and k != "convergence"]
     for name in extensions:
         v = res.summary[name]
         detail = ""

@@ -1,4 +1,4 @@
-"""The results folder (DESIGN.md "Results folder"): writing and reading.
+"""The results folder (docs/design.md "Results folder"): writing and reading.
 
 ::
 
@@ -8,7 +8,8 @@
     <out>/timeseries.csv         one row per measurement tick per instance (TIMESERIES_COLUMNS)
     <out>/delivery/<name>.log    what each instance's informers received, and when
 
-Metric names are a contract (DESIGN.md "Metrics"); only metrics actually computed are written —
+Metric names are a contract (docs/design.md "Metrics"; the checkers' registry,
+``ha.experiment.checkers.metric_names``, lists them); only metrics actually computed are written —
 a metric that is missing was not measured, it is never a zero standing in for "unknown".
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Iterable, Mapping
 from ha.errors import BadInput
 from ha.experiment.oracles import status_name
 
-__all__ = ["TASK_STATUSES", "TIMESERIES_COLUMNS", "METRIC_NAMES", "ResultsWriter", "Results",
+__all__ = ["TASK_STATUSES", "TIMESERIES_COLUMNS", "ResultsWriter", "Results",
            "read_results", "pairwise_drift", "task_status_counts", "summarise_drift", "write_json"]
 
 # Volcano's TaskStatus names, as the cache digest spells them (upper case, e.g. "PIPELINED")
@@ -44,11 +45,6 @@ TIMESERIES_COLUMNS = (
        # of cache_divergence, the tasks whose wrong state the instance already held a tick ago
        "cache_divergence_persistent"]
 )
-
-# DESIGN.md "Metrics" (all of them; a summary holds those measured so far)
-METRIC_NAMES = ("cache_divergence", "pairwise_drift", "resource_drift", "staleness_ms",
-                "allocation_drift", "wasted_evictions", "cyclic_evictions", "overcommit_violations",
-                "partial_gang_binds", "bind_conflicts", "failover_recovery_s", "pods_bound_per_s")
 
 
 def task_status_counts(tasks: Mapping[str, Any]) -> dict[str, int]:
@@ -72,14 +68,14 @@ def pairwise_drift(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
 
 def pairwise_drifts(digests: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], int]:
     """Drift of every pair of instances (names sorted) from their digests' ``tasks``."""
-    from ha.experiment.oracles import PairwiseDrift
+    from ha.experiment.checkers.pairwise_drift import PairwiseDrift
     return PairwiseDrift().observe(digests)
 
 
 def summarise_drift(samples: Iterable[Mapping[tuple[str, str], int]]) -> dict[str, Any] | None:
     """``{"max", "mean", "pairs": {"a|b": {"max", "mean", "samples"}}}`` over the run
-    (oracles.PairwiseDrift's summary)."""
-    from ha.experiment.oracles import PairwiseDrift
+    (checkers.pairwise_drift.PairwiseDrift's summary)."""
+    from ha.experiment.checkers.pairwise_drift import PairwiseDrift
     pw = PairwiseDrift()
     for tick in samples:
         for (a, b), v in tick.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ha.experiment.oracles import convergence
+from ha.experiment.checkers.convergence import convergence
 
 
 def _rows(series: dict[str, list[tuple[float, int | None]]], dead: tuple[str, ...] = ()):

@@ -1,10 +1,15 @@
 """Each oracle sees its constructed violation, and stays at zero on a quiet observation stream."""
 from __future__ import annotations
 
-from ha.experiment.oracles import (AllocationDrift, CacheDivergence, CyclicEvictions,
-                                   OvercommitViolations, PairwiseDrift, PartialGangBinds, PodEvent,
-                                   ResourceDrift, Truth, WastedEvictions, cluster_capacity,
-                                   headline, overcommitted_nodes, pod_requests, slot_of_name)
+from ha.experiment.checkers import headline
+from ha.experiment.checkers.allocation_drift import AllocationDrift
+from ha.experiment.checkers.cyclic_evictions import CyclicEvictions
+from ha.experiment.checkers.overcommit_violations import OvercommitViolations
+from ha.experiment.checkers.pairwise_drift import PairwiseDrift
+from ha.experiment.checkers.partial_gang_binds import PartialGangBinds
+from ha.experiment.checkers.wasted_evictions import WastedEvictions
+from ha.experiment.oracles import (CacheDivergence, PodEvent, ResourceDrift, Truth, cluster_capacity,
+                                   overcommitted_nodes, pod_requests, slot_of_name)
 
 
 # ------------------------------------------------------------------------------- object makers

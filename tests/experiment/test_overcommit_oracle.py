@@ -6,7 +6,8 @@ count that (a terminating pod holds its node until it is gone), say it was over 
 the terminating pod, name who bound what, and stay quiet on the states around it."""
 from __future__ import annotations
 
-from ha.experiment.oracles import OvercommitViolations, Truth, overcommitted_nodes
+from ha.experiment.checkers.overcommit_violations import OvercommitViolations
+from ha.experiment.oracles import Truth, overcommitted_nodes
 
 
 def node(name, cpu="8000m"):

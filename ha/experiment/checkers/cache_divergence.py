@@ -4,6 +4,8 @@ against the truth anywhere in the tick's sampling window: see oracles.CacheDiver
 from ha.experiment.checkers._fold import reference_checker
 
 NAME = "cache_divergence"
+HEADLINE = "max"
+CONTRACT = True
 
 check, columns = reference_checker("divergence", "no instance with a synced cache was sampled",
                                    ("cache_divergence", "cache_divergence_persistent"))

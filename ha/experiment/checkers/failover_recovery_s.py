@@ -16,6 +16,8 @@ from ha.experiment.checkers import Absent
 from ha.experiment.checkers._run import experiment, seconds
 
 NAME = "failover_recovery_s"
+HEADLINE = None
+CONTRACT = True
 
 
 def _instance_of(holder: str | None) -> str | None:

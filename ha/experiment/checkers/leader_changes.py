@@ -4,6 +4,8 @@ from ha.experiment.checkers import Absent
 from ha.experiment.checkers._run import mode
 
 NAME = "leader_changes"
+HEADLINE = None
+CONTRACT = False
 
 
 def check(h):

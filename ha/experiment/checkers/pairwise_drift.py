@@ -1,9 +1,62 @@
 """pairwise_drift: per pair of instances, tasks whose (status, node) differ between their caches,
 at every tick where both were sampled with synced informers (a cold standby holds no cache)."""
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any, Mapping
+
 from ha.experiment.checkers import Absent
-from ha.experiment.oracles import PairwiseDrift, task_diff
+from ha.experiment.oracles import diff_tasks, task_diff, task_entry
+
+
+class PairwiseDrift:
+    """pairwise_drift: per pair of instances, tasks whose (status, node) differ."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[str, list[int]] = {}
+        self._calls = 0
+        self._diff: dict[tuple[str, str], tuple[int, set[str]]] = {}
+
+    def observe(self, digests: Mapping[str, Mapping[str, Any]],
+                changed: Mapping[str, Any] | None = None) -> dict[tuple[str, str], int]:
+        """Drift of every pair (names sorted). ``changed`` (optional): per instance, the uids whose
+        entry changed since its digest in the previous call (None: not known) — a pair observed
+        in the previous call is then updated from those uids alone, with the same result."""
+        out = {}
+        for a, b in combinations(sorted(digests), 2):
+            prev = self._diff.get((a, b))
+            ca = changed.get(a) if changed is not None else None
+            cb = changed.get(b) if changed is not None else None
+            if prev is not None and prev[0] == self._calls - 1 and ca is not None and cb is not None:
+                d = set(prev[1])
+                ta, tb = digests[a], digests[b]
+                for uid in ca | cb:
+                    x, y = ta.get(uid), tb.get(uid)
+                    if (x is None and y is None) or (x is not None and y is not None
+                                                     and (x == y or task_entry(x) == task_entry(y))):
+                        d.discard(uid)
+                    else:
+                        d.add(uid)
+            else:
+                d = diff_tasks(digests[a], digests[b])
+            self._diff[(a, b)] = (self._calls, d)
+            out[(a, b)] = len(d)
+            self.pairs.setdefault(f"{a}|{b}", []).append(len(d))
+        self._calls += 1
+        return out
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.pairs:
+            return None
+        allv = [v for vs in self.pairs.values() for v in vs]
+        return {"max": max(allv), "mean": round(sum(allv) / len(allv), 3),
+                "pairs": {k: {"max": max(vs), "mean": round(sum(vs) / len(vs), 3), "samples": len(vs)}
+                          for k, vs in sorted(self.pairs.items())}}
+
 
 NAME = "pairwise_drift"
+HEADLINE = "max"
+CONTRACT = True
 
 
 def _pass(h):

@@ -3,6 +3,8 @@ from ha.experiment.checkers import Absent
 from ha.experiment.checkers._run import counter_totals, counters_seen, experiment, seconds
 
 NAME = "pods_bound_per_s"
+HEADLINE = None
+CONTRACT = True
 
 
 def check(h):

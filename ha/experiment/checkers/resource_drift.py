@@ -3,6 +3,8 @@ up-to-date cache, as a fraction of cluster capacity (the worse of cpu and memory
 from ha.experiment.checkers._fold import reference_checker
 
 NAME = "resource_drift"
+HEADLINE = "max"
+CONTRACT = True
 
 check, columns = reference_checker("resource", "no cluster capacity (no nodes) or no synced instance",
                                    ("resource_drift",))

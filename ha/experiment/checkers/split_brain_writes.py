@@ -20,6 +20,8 @@ from ha.experiment.checkers._fold import _events_sorted
 from ha.experiment.checkers._run import mode
 
 NAME = "split_brain_writes"
+HEADLINE = None
+CONTRACT = False
 WRITES = ("bind", "evict", "status", "annotate", "podgroup")
 DURATION_ANNOTATION = "ha-testbed/lease-duration-ms"
 

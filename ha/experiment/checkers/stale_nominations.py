@@ -19,6 +19,8 @@ from ha.experiment.checkers._fold import EventFold, _events_sorted
 from ha.experiment.oracles import status_name
 
 NAME = "stale_nominations"
+HEADLINE = None
+CONTRACT = False
 GRACE_S = 5.0
 
 

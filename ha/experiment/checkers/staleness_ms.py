@@ -4,6 +4,8 @@ has always had; a table's headline is the worst instance's p99)."""
 from ha.experiment.checkers import Absent
 
 NAME = "staleness_ms"
+HEADLINE = "p99"
+CONTRACT = True
 
 
 def _percentiles(xs):

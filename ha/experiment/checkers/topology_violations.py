@@ -16,6 +16,8 @@ from ha.experiment.checkers import Absent
 from ha.experiment.checkers._fold import EventFold, _events_sorted, tick_rvs
 
 NAME = "topology_violations"
+HEADLINE = None
+CONTRACT = False
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 
 

@@ -10,7 +10,7 @@ Grammar (no ``eval``; a hand-written tokenizer and recursive-descent parser)::
     literal := number | true | false | null | 'text' | "text"
 
 A key's first part names a metric of the summary. A bare metric whose value is a map stands for its
-headline scalar (``ha.experiment.oracles.headline``: the number a summary table shows, e.g.
+headline scalar (``ha.experiment.checkers.headline``: the number a summary table shows, e.g.
 ``cyclic_evictions`` → its ``count``); dotted keys walk into the map. A comparison whose key is
 absent from the summary (or is not a scalar, or compares a number with a word) is false and leaves a
 note saying why — a missing metric is never a zero. Bad input raises :class:`ha.errors.BadInput`
@@ -209,7 +209,7 @@ class _Parser:
 
 def _lookup(summary: Mapping[str, Any], key: str) -> tuple[bool, Any, str | None]:
     """(found, scalar value, note when not usable)."""
-    from ha.experiment.oracles import headline
+    from ha.experiment.checkers import headline
     parts = key.split(".")
     if parts[0] not in summary:
         return False, None, f"{key}: metric {parts[0]!r} is absent from the summary (comparison is false)"
