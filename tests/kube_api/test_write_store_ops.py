@@ -70,3 +70,35 @@ def test_namespace_and_event_kinds(client):
     with pytest.raises(Invalid) as e:
         client.create({**ev, "metadata": {"name": "p1.2", "namespace": "team-a"}, "count": "one"})
     assert e.value.field == "count"
+
+
+def test_replace_and_the_new_kinds_are_the_same_on_redis_and_in_memory(redis_url, key_prefix):
+    """The memstore differential's lockstep driver, on a scripted sequence of the new pieces: the
+    same results, errors and watch histories from both servers."""
+    from tests.cluster_state.test_memstore_differential import Driver, _pair
+    pair = _pair(redis_url, key_prefix)
+    try:
+        d = Driver(pair, 0)
+        pg = d.both("create", podgroup("pg1"))
+        d.both("replace", {**pg, "status": {"phase": "Running", "running": 1},
+                           "metadata": {**pg["metadata"], "annotations": {"a": "1"}}})
+        d.both("replace", {**pg, "status": {"phase": "Inqueue"}})                      # stale: Conflict
+        d.both("replace", podgroup("nope"))                                            # NotFound
+        fin = d.both("create", {**podgroup("pg2"), "metadata": {"name": "pg2", "namespace": "default",
+                                                                 "finalizers": ["example.com/x"]}})
+        pair.clock.t += 1
+        held = d.both("delete", "PodGroup", "pg2", "default")
+        d.both("replace", {**held, "metadata": {**held["metadata"], "finalizers": []}})   # last one: gone
+        d.both("create", {"kind": "Namespace", "metadata": {"name": "ns1"}})
+        d.both("create", {"kind": "Event", "metadata": {"name": "e1", "namespace": "default"},
+                          "involvedObject": {"kind": "PodGroup", "name": "pg1"}, "reason": "Scheduled",
+                          "count": 1})
+        d.both("create", {"kind": "Event", "metadata": {"name": "e2", "namespace": "default"}, "count": -1})
+        for k in ("PodGroup", "Namespace", "Event"):
+            d.both("watch", k, 0, block_ms=0, count=1000)
+            d.both("list", k)
+        assert fin["metadata"]["finalizers"] == ["example.com/x"]
+        assert d.outcomes.get("Conflict:metadata.resourceVersion") == 1
+        assert d.outcomes.get("watch:DELETED") == 1 and d.outcomes.get("Invalid:count") == 1, d.outcomes
+    finally:
+        pair.redis.close()
