@@ -28,7 +28,7 @@ def _check_client(client: Any) -> None:
 
 
 class ApiClient:
-    """A Kubernetes-like API server on Redis; see docs in store.py and INTERFACES.md."""
+    """A Kubernetes-like API server on Redis; see docs in store.py and docs/api-server.md."""
 
     def __init__(self, redis_client: "redis.Redis", prefix: str = "ht", *, history: int = 100_000,
                  clear_nnn_on_binding: bool = False, **store_options: Any):

@@ -1,6 +1,6 @@
 """A shared informer for one kind: reflector -> FIFO -> delivery hook -> store + handlers.
 
-The contract (client-go shared_informer.go, docs/kubernetes-and-peers.md §1.4) this keeps:
+The contract (client-go's shared_informer.go) this keeps:
 * handlers are called sequentially, in FIFO order: watch order with the default RealFIFO; with
   ``fifo="delta"`` all pending deltas of one object come together (pre-1.33 DeltaFIFO);
 * an object's notifications are always in order (a delivery hook may reorder across objects only);

@@ -1,4 +1,4 @@
-"""The experiment file (DESIGN.md "Experiment files"): pydantic v2 models, strict (unknown keys are
+"""The experiment file (docs/design.md "Experiment files"): pydantic v2 models, strict (unknown keys are
 errors), with the units users write (``500ms``/``10s``/``2m``, ``20/s``, ``128Gi``).
 
 ``load_experiment(path)`` reads the YAML with ``yaml.safe_load`` and raises
@@ -83,7 +83,7 @@ def _one_or_pair(item: dict[str, Any]) -> WithJsonSchema:
 
 def _scenario_shape(builder_name: str):
     """A validator that reads a value with the scenario loader's builder (taints, tolerations,
-    affinity: format-extensions.md §3), so experiment files accept exactly the scenario shapes."""
+    affinity: docs/design.md, scenario files item 3), so experiment files accept exactly the scenario shapes."""
     def check(v: object) -> object:
         from ha.scenario import loader
         try:

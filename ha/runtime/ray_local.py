@@ -1,6 +1,6 @@
 """Start (and stop) a local Ray bound to 127.0.0.1, or connect to a given Ray cluster.
 
-Why the environment dance (docs/platform-measurements.md §4, re-measured with ``ss -ltnp``):
+Why the environment dance (measured on Ray 2.60 with ``ss -ltnp``):
 
 * Ray 2.60 on Linux binds gcs_server, raylet and workers on ``*:<port>`` and advertises the VM's
   IP; ``_node_ip_address="127.0.0.1"`` is rewritten. Only ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``

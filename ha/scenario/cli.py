@@ -1,5 +1,5 @@
 """``ha-testbed scenario run PATH... [--profile P] [--switch S[=false]]... [--check] [--json]``
-(DESIGN.md "CLI contract"; ``--switch`` turns one behaviour switch on (or off) on top of the profile).
+(docs/design.md "CLI contract"; ``--switch`` turns one behaviour switch on (or off) on top of the profile).
 
 Exit codes: 0 ok, 1 a ``--check`` found a mismatch, 2 bad input (raised as ``BadInput``; the
 message names the file, the field and the problem). Every file is loaded and validated before any

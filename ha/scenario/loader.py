@@ -1,4 +1,4 @@
-"""Scenario files (DESIGN.md "Scenario files") -> validated, Kubernetes-shaped object dicts.
+"""Scenario files (docs/design.md "Scenario files") -> validated, Kubernetes-shaped object dicts.
 
 A scenario file describes a cluster in plain units (cpu in millicores, memory in bytes, other
 scalars as counts) the way Volcano's Go unit tests build it; this module turns it into the object
@@ -7,7 +7,7 @@ feed also build the scenario's cache. Every problem is a ``BadInput`` naming the
 (``pods[2].request.cpu``) and what is wrong.
 
 The Go test helpers give pods and jobs zero creation timestamps and the UID ``<ns>-<name>``; task
-order then falls back to the pod-name index and the UID (volcano-semantics.md §16.3). We build the
+order then falls back to the pod-name index and the UID (docs/volcano-semantics.md §16.3). We build the
 objects the same way.
 """
 from __future__ import annotations
@@ -280,7 +280,7 @@ def _unique(ctx: _Ctx, seen: set, key: Any, where: str, what: str) -> None:
 # Every field a scenario file may hold, per level. A field not listed is an error (a misspelt
 # or unsupported field used to be ignored without a word). ``hypernodes``, ``hypernode_cache`` and
 # the PodGroup's ``networkTopology`` / ``annotations`` belong to the network-topology part of the
-# format (format-extensions.md §1), read by their own functions.
+# format (docs/design.md, scenario files item 1), read by their own functions.
 TOP_FIELDS = ("name", "kind", "source_file", "source_lines", "source_test_name", "notes", "nodes",
               "queues", "podgroups", "pods", "priority_classes", "actions", "action_arguments",
               "plugins", "expected", "hypernodes", "hypernode_cache")
@@ -289,7 +289,7 @@ QUEUE_FIELDS = ("name", "weight", "capability", "deserved", "guarantee", "priori
                 "reclaimable", "parent")
 PODGROUP_FIELDS = ("name", "namespace", "job_id", "queue", "minMember", "minTaskMember", "phase",
                    "priorityClassName", "minResources", "networkTopology", "annotations")
-# preemptable / bestEffort are derived fields of the format (volcano-semantics.md §16.1)
+# preemptable / bestEffort are derived fields of the format (docs/volcano-semantics.md §16.1)
 POD_FIELDS = ("namespace", "name", "key", "podgroup", "request", "phase", "nodeName", "priority",
               "priorityClassName", "nominatedNodeName", "deletionTimestamp", "labels", "nodeSelector",
               "preemptionPolicy", "annotations", "preemptable", "taskRole", "bestEffort", "tolerations",
@@ -439,7 +439,7 @@ _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def _affinity(ctx: _Ctx, v: Any, where: str) -> dict | None:
-    """Kubernetes ``core/v1`` Affinity, validated field by field (format-extensions.md §3)."""
+    """Kubernetes ``core/v1`` Affinity, validated field by field (docs/design.md, scenario files item 3)."""
     a = _obj(ctx, v, where, nullable=True)
     if a is None:
         return None

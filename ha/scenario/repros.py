@@ -1,4 +1,4 @@
-"""The multi-session bug reproductions (tests/data/bug-repros.json, volcano-semantics.md §13).
+"""The multi-session bug reproductions (tests/data/bug-repros.json, docs/volcano-semantics.md §13).
 
 Each repro has a cluster (``initial``), a configuration (``actions`` + ``tiers`` + priority
 classes) and ``steps``: sessions with expected outcomes, and events between them in prose. This

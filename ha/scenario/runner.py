@@ -1,4 +1,4 @@
-"""The scenario harness: Volcano's ``uthelper`` (volcano-semantics.md §16.2) in Python.
+"""The scenario harness: Volcano's ``uthelper`` (docs/volcano-semantics.md §16.2) in Python.
 
 1. a SchedulerCache (``ha.scheduler.wiring.build_cache``, a fixed clock) with an in-memory RecordingIO as binder, evictor and status updater; nodes,
    pods, podgroups, queues and priority classes go in through the cache's event handlers, in the
@@ -353,7 +353,7 @@ class ScenarioCluster:
 
 
 # --------------------------------------------------------------- adapters to the scheduler model
-# Kept in one place: the model's names are fixed by INTERFACES.md, the details are read here.
+# Kept in one place: the model's names are fixed by the model's interfaces (docs/design.md), the details are read here.
 
 def _get_action(name: str, source: str):
     from ha.scheduler.actions import get_action

@@ -3,7 +3,7 @@
 Mirrors Volcano's ``pkg/scheduler/conf`` (``SchedulerConfiguration``, ``Tier``, ``PluginOption``,
 ``Configuration``) and ``framework/arguments.go``.
 
-Flag semantics (volcano-semantics.md §5.2): the session aggregators treat an unset flag (None) as
+Flag semantics (docs/volcano-semantics.md §5.2): the session aggregators treat an unset flag (None) as
 *disabled*. Production YAML runs ``ApplyPluginConfDefaults``, which turns every unset flag on; the
 Go unit tests (and so our scenario files) do not. ``SchedulerConf.from_dict`` therefore leaves unset
 flags off unless ``apply_defaults=True``; ``default_conf()`` is the production default with every

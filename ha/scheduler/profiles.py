@@ -1,13 +1,13 @@
-"""Behaviour switches and named profiles (DESIGN.md "Behaviour switches and profiles").
+"""Behaviour switches and named profiles (docs/design.md "Behaviour switches and profiles").
 
 Each part of each proposed fix is one switch so that an experiment can turn one on at a time.
 
 Profiles ``v1.14``, ``seed000``, ``pr5045``, ``pr5045-fixed``, ``annotations`` and
-``nomination-only`` are the DESIGN.md contract. ``seed000`` is seed 000 — PR #5045's design
+``nomination-only`` are the contract (docs/design.md). ``seed000`` is seed 000 — PR #5045's design
 document as of ba1e9c5bd — exactly as written, incl. Problem 2's fast-path un-pipeline
 (``fastpath_unpipeline``); ``pr5045`` is the PR's head 2053c7114, which removed that rule and added
 the overflow pre-pass (``overflow_unpipeline``). ``pr5045-s4fixed`` extends that contract: it is
-``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for volcano-semantics.md S4 (a task the
+``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for docs/volcano-semantics.md S4 (a task the
 cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler);
 ``pr5045-s6fixed`` adds ``refresh_guarded_pod``, the fix for S6's stale pod copy (every write
 built from a Pipelined task's pod fails with 409).
@@ -130,7 +130,7 @@ PROFILES: dict[str, Switches] = {
     # overflow pre-pass; like seed 000, no self-exclusion (S1)
     "pr5045": _PR5045,
     "pr5045-fixed": replace(_PR5045, self_exclusion=True),
-    # extension of the DESIGN.md contract: pr5045-fixed + the S4 fix
+    # extension of the contract (docs/design.md): pr5045-fixed + the S4 fix
     "pr5045-s4fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True),
     # ... + the S6 fix (the guarded task's pod copy follows the informer)
     "pr5045-s6fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True,

@@ -80,7 +80,7 @@ def informer_state(inf):
 
 
 def check_contract(chaos: Recorder, reference: Recorder, *, cross_object_order: bool = True) -> None:
-    """client-go's shared informer contract (docs/kubernetes-and-peers.md §1.4), checked on one
+    """client-go's shared informer contract (shared_informer.go), checked on one
     informer's notifications against a reference informer that saw every state:
 
     * per object, the states it saw are a subsequence of the object's states (RV strictly rising

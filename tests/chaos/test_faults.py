@@ -1,4 +1,4 @@
-"""The fault packages (chaos/faults/): the registry holds every fault of DESIGN.md, each package's
+"""The fault packages (chaos/faults/): the registry holds every fault of the contract (docs/design.md), each package's
 example is a valid entry, each fault's validation names the field, and each fault's start / end /
 fire acts on the targets exactly as it says — against a recording implementation of the
 chaos.targets.Targets protocol (our own test double of our own protocol; the effects on real

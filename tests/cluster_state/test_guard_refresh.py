@@ -1,4 +1,4 @@
-"""S6 (volcano-semantics.md): under PR #5045's informer guard the cache ignores every update of a
+"""S6 (docs/volcano-semantics.md): under PR #5045's informer guard the cache ignores every update of a
 Pipelined task's pod without nodeName, so its pod copy stays at the resourceVersion it had before
 the instance's own nomination write — and every later write built from that copy (a condition,
 clearing the nomination) fails with 409 against the real API server. The switch

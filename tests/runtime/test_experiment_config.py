@@ -1,4 +1,4 @@
-"""The experiment file (DESIGN.md "Experiment files"): strict validation, units, defaults, and
+"""The experiment file (docs/design.md "Experiment files"): strict validation, units, defaults, and
 error messages that name the file, the field path and the problem. Pure: no Redis, no Ray."""
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def errors_of(tmp_path: Path, text: str, name: str = "x.yaml") -> str:
     return msg
 
 
-# -- the DESIGN.md sample and the examples ------------------------------------------------------
+# -- the docs/design.md sample and the examples ------------------------------------------------------
 
 def test_design_sample_parses_with_units(tmp_path):
     e = load_experiment(write(tmp_path, DESIGN_SAMPLE))

@@ -98,7 +98,7 @@ def test_run_end_to_end(ray_session, tmp_path, redis_url):
     assert not outcome.interrupted
     res = read_results(out)
     s = res.summary
-    # what is measured now, under DESIGN.md's names — and nothing faked
+    # what is measured now, under the contract's names (docs/design.md) — and nothing faked
     assert s["pods_bound_per_s"] > 0
     # the conflict counter is the run's recorded 409s on binding, one per failed bind decision
     binds = [json.loads(x) for x in (out / "history" / "decisions.jsonl").read_text().splitlines() if x.strip()]

@@ -1,4 +1,4 @@
-"""The session-level path to volcano-semantics.md S4 that crashed the leader in seed 000's pr5045
+"""The session-level path to docs/volcano-semantics.md S4 that crashed the leader in seed 000's pr5045
 run (examples/README.md, "The 2 overcommitted node-ticks of pr5045"): a task Pipelined on A in the
 cache cannot use its own reservation (S1), allocate places it on B, AddBindTask refuses ("already
 on different node A"), the session un-allocates it to Pending, preempt pipelines it on B, and

@@ -1,4 +1,4 @@
-"""The S4 fix (switch ``unpipeline_on_replace``, profile ``pr5045-s4fixed``; volcano-semantics.md
+"""The S4 fix (switch ``unpipeline_on_replace``, profile ``pr5045-s4fixed``; docs/volcano-semantics.md
 S4): a task the cache holds Pipelined that a session re-places — Pipeline or Allocate on another
 node, or Binding on its own node after Idle shrank — is un-pipelined from its old node first and
 then placed through AddTask; a failure is an error with the old reservation restored, never

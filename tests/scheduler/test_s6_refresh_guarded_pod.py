@@ -1,4 +1,4 @@
-"""The S6 fix (switch ``refresh_guarded_pod``, profile ``pr5045-s6fixed``; volcano-semantics.md S6):
+"""The S6 fix (switch ``refresh_guarded_pod``, profile ``pr5045-s6fixed``; docs/volcano-semantics.md S6):
 an update the informer guard ignores still replaces the task's pod copy, on the job and on the
 node, while status, node and reservation stay the cache's. Without it the copy stays at what the
 pod was before the guard began ignoring it (tests/cluster_state/test_guard_refresh.py shows the

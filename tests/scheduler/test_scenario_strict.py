@@ -1,4 +1,4 @@
-"""The scenario loader knows every field of the format (format-extensions.md) and rejects any other
+"""The scenario loader knows every field of the format (docs/design.md, scenario files) and rejects any other
 at every level: top, node, queue, podgroup, pod, priority class, expected, plugins, plugin
 options and plugin arguments — naming the file, the field and the problem (BadInput, exit 2).
 The new fields (node taints, pod tolerations and affinity, queue parent, expected bind_check /

@@ -1,5 +1,5 @@
 """Every kind-"action" scenario of tests/data/scenarios passes its Go test's checks under v1.14
-(volcano-semantics.md §16.2: binds exactly, evictions as a multiset, session-Pipelined tasks on the
+(docs/volcano-semantics.md §16.2: binds exactly, evictions as a multiset, session-Pipelined tasks on the
 listed nodes), run through the real cache, session, actions and plugins."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Aggregator tier/vote rules of the session (volcano-semantics.md §5.3, S9) and conf loading."""
+"""Aggregator tier/vote rules of the session (docs/volcano-semantics.md §5.3, S9) and conf loading."""
 from __future__ import annotations
 
 from types import SimpleNamespace

@@ -1,5 +1,5 @@
 """Session open/close: plugin building (registered builders, missing plugins), the JobUpdater's
-PodGroup phase write-back through the cache (volcano-semantics.md §5.4, §4.11)."""
+PodGroup phase write-back through the cache (docs/volcano-semantics.md §5.4, §4.11)."""
 from __future__ import annotations
 
 from ha.scheduler.framework import close_session, open_session

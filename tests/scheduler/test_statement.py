@@ -1,6 +1,6 @@
 """Statement: Allocate / Pipeline / Evict in the session, Commit in order, Discard in reverse, the
 un-operations, LastTransaction, Save/RecoverOperations, and the statement-level switches — built
-on a real SchedulerCache + RecordingIO (volcano-semantics.md §6)."""
+on a real SchedulerCache + RecordingIO (docs/volcano-semantics.md §6)."""
 from __future__ import annotations
 
 import pytest
