@@ -342,6 +342,25 @@ def schema() -> None:
     typer.echo(json.dumps(json_schema(), indent=2, ensure_ascii=False))
 
 
+volcano_app = typer.Typer(add_completion=False, no_args_is_help=True, help="The real vc-scheduler.")
+app.add_typer(volcano_app, name="volcano")
+
+
+@volcano_app.command("build")
+def volcano_build(
+    version: Optional[str] = typer.Argument(None, help="a pinned version (go/volcano/<version>), e.g. v1.14.1"),
+    source: Optional[str] = typer.Option(None, "--source", help="build a local Volcano checkout instead"),
+    force: bool = typer.Option(False, "--force", help="rebuild even if the binary is in the cache"),
+) -> None:
+    """Build vc-scheduler unmodified from its Go module into the user cache (exit 2 on failure)."""
+    from ha.volcano.build import VolcanoBuildError, build_cli
+    try:
+        code = build_cli(version, source, force=force, echo=lambda m: typer.echo(m, err=True), out=typer.echo)
+    except (BadInput, VolcanoBuildError) as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
 def main() -> None:
     app()
 
