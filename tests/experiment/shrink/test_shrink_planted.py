@@ -17,7 +17,7 @@ from ha.cli import app
 from ha.experiment.config import load_experiment
 from ha.experiment.runner import ExperimentRunner
 
-PLANTED = Path(__file__).resolve().parents[1] / "data" / "shrink" / "planted-overcommit.yaml"
+PLANTED = Path(__file__).resolve().parents[2] / "data" / "shrink" / "planted-overcommit.yaml"
 
 
 def _run(exp, out: Path) -> dict:

@@ -20,7 +20,7 @@ from cluster_state.reflector import Backoff
 from ha.runtime.instance import InstanceConfig, SchedulerInstance
 from ha.runtime.workload import WorkloadConfig, WorkloadGenerator, make_nodes, make_queue
 
-from .helpers import api, eventually  # noqa: F401
+from tests.chaos.helpers import api, eventually  # noqa: F401
 
 LEASE = dict(lease_duration=10.0, lease_renew_deadline=6.0, lease_retry=1.0)
 CASES = {

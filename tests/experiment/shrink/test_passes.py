@@ -9,8 +9,8 @@ from ha.experiment.config import load_experiment, parse_experiment
 from ha.experiment.shrink import passes
 from ha.experiment.shrink.shrinker import compact
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "shrink"
-ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[2] / "data" / "shrink"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cands(fn, d, *args):

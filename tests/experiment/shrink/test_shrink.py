@@ -18,7 +18,7 @@ from ha.experiment.config import load_experiment
 from ha.experiment.runner import ExperimentRunner
 from ha.experiment.shrink import Shrinker, parse_predicate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BR2 = ROOT / "examples" / "br2-cyclic-eviction.yaml"
 WHEN = "cyclic_evictions>0"
 
