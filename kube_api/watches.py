@@ -130,9 +130,11 @@ class WatchStream:
         self.held_keys: set | None = None if opts.selector.empty() else set()
         self.namespace = ctx.namespace
         self.last_bookmark = time.monotonic()
+        self._wake_set = False
         chaos = self.ep.chaos
+        self._chaos_hook = None           # the WatchChaosHook, when the endpoint has chaos
         if chaos is not None:
-            self.hook = chaos.new_hook(self.kind)
+            self.hook = self._chaos_hook = chaos.new_hook(self.kind)
         else:
             from kube_api.endpoint import PassThroughHook
             self.hook = PassThroughHook()
@@ -140,28 +142,28 @@ class WatchStream:
     # -- the hook's side -------------------------------------------------------------------------
     def _deliver(self, d: Delivery) -> None:
         """The hook's emit: encode ``d`` as one line for the client."""
+        self._emit_now(d.type, d.object, d.resource_version, d.initial, d.received)
+
+    def _emit_now(self, typ: str, obj: dict | None, rv: int, initial: bool, received: float) -> None:
         if self.finished:
             return
-        if d.type == BOOKMARK:
-            obj = d.object or {"kind": self.r.kind, "apiVersion": self.r.api_version,
-                               "metadata": {"resourceVersion": d.resource_version}}
-            md = dict(obj.get("metadata") or {})
-            md["resourceVersion"] = str(md.get("resourceVersion", d.resource_version))
-            obj = {"kind": self.r.kind, "apiVersion": self.r.api_version, "metadata": md}
-            self.lines.append(dumps({"type": BOOKMARK, "object": obj}) + b"\n")
-        elif d.type == ERROR:
-            self.lines.append(dumps({"type": ERROR, "object": d.object}) + b"\n")
+        if typ == BOOKMARK:
+            md = dict((obj or {}).get("metadata") or {})
+            md["resourceVersion"] = str(md.get("resourceVersion", rv))
+            self.lines.append(_dumps_line({"type": BOOKMARK, "object": {
+                "kind": self.r.kind, "apiVersion": self.r.api_version, "metadata": md}}))
+        elif typ == ERROR:
+            self.lines.append(_dumps_line({"type": ERROR, "object": obj}))
             self.finished = True
         else:
-            obj = d.object
             self.sent += 1
             ep = self.ep
             if ep.logs_deliveries:
                 md = obj.get("metadata") or {}
-                ep.log_delivery({"kind": self.kind, "type": d.type, "ns": md.get("namespace") or "",
-                                 "name": md.get("name"), "uid": md.get("uid"), "rv": d.resource_version,
-                                 "recv": d.received, "delivered": time.monotonic(), "wall": time.time(),
-                                 "initial": d.initial, "tombstone": False, "object": obj, "watch": self.id})
+                ep.log_delivery({"kind": self.kind, "type": typ, "ns": md.get("namespace") or "",
+                                 "name": md.get("name"), "uid": md.get("uid"), "rv": rv,
+                                 "recv": received, "delivered": time.monotonic(), "wall": time.time(),
+                                 "initial": initial, "tombstone": False, "object": obj, "watch": self.id})
             # the object is this stream's own (decoded for it); a log kept in memory holds it, so
             # convert a copy then, else in place (a file log has packed it already)
             kobj = to_kube(obj, self.r) if ep.delivery_log.keep else to_kube_owned(obj, self.r)
@@ -171,8 +173,10 @@ class WatchStream:
                     self._first_table = False
                 except Exception:  # noqa: BLE001 -- a broken table must not end the watch
                     log.exception("table for a watch event of %s", self.r.plural)
-            self.lines.append(_dumps_line({"type": d.type, "object": kobj}))
-        self.wake.set()
+            self.lines.append(_dumps_line({"type": typ, "object": kobj}))
+        if not self._wake_set:
+            self._wake_set = True
+            self.wake.set()
 
     def request_relist(self) -> None:
         """watch-expire: end this stream with a 410 Expired ERROR event (the client relists)."""
@@ -183,12 +187,22 @@ class WatchStream:
             410, "Expired", f"watch of {self.r.qualified} expired (chaos watch-expire on endpoint {self.ep.name}); "
                             "relist")}) + b"\n")
         self.finished = True
+        self._wake_set = True
         self.wake.set()
 
     # -- the reader's side -----------------------------------------------------------------------
     async def _submit(self, typ: str, obj: dict | None, rv: int, *, initial: bool = False) -> None:
+        hook = self.hook
+        if self._chaos_hook is not None and not hook.activations and not hook._held:
+            # no fault has ever acted on this stream and nothing is held: what the hook would do
+            # (emit at once, count it), without building a Delivery for it
+            st = hook.stats
+            st.submitted += 1
+            st.emitted += 1
+            self._emit_now(typ, obj, rv, initial, time.monotonic())
+            return
         key = _key(obj) if obj is not None and typ not in (BOOKMARK, ERROR) else None
-        await self.hook.submit(Delivery(typ, self.kind, key, obj, rv, time.monotonic(), initial))
+        await hook.submit(Delivery(typ, self.kind, key, obj, rv, time.monotonic(), initial))
 
     async def _event(self, typ: str, obj: dict, rv: int, *, initial: bool = False) -> None:
         """One store event -> what this client must see (namespace, selectors, held keys)."""
@@ -345,6 +359,7 @@ async def watch(ctx: RequestContext) -> web.StreamResponse:
             if left <= 0 or _closing(ctx.request):
                 break
             stream.wake.clear()
+            stream._wake_set = False
             if stream.lines:
                 continue
             try:
