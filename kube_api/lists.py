@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from cluster_state import gcpause
+
 from kube_api.codec import dumps, to_kube_owned
 from kube_api.context import RequestContext
 from kube_api.resources import Resource
@@ -146,8 +148,19 @@ async def _store_list(ctx: RequestContext, opts: ListOptions):
 
 
 async def list_objects(ctx: RequestContext) -> web.StreamResponse:
+    """A list, with the cyclic GC paused from the store read to the last byte written: every
+    object decoded for it dies with the response, so collections meanwhile would only walk them
+    over and over (cluster_state.gcpause; an informer's first list pauses it likewise)."""
+    opts = parse_list_options(ctx.query, ctx.resource)
+    gcpause.begin()
+    try:
+        return await _list_objects(ctx, opts)
+    finally:
+        gcpause.end()
+
+
+async def _list_objects(ctx: RequestContext, opts: ListOptions) -> web.StreamResponse:
     r = ctx.resource
-    opts = parse_list_options(ctx.query, r)
     t0 = time.monotonic()
     if r.modelled:
         items, rv, cont, remaining = await _store_list(ctx, opts)
