@@ -22,6 +22,7 @@ in each round, alternating which goes first. Targets: both ratios >= 0.5.
 from __future__ import annotations
 
 import asyncio
+import gc
 import http.client
 import multiprocessing as mp
 import os
@@ -64,6 +65,7 @@ def _front_main(url: str, prefix: str, q, stop) -> None:
         urls = {"observer": (await front.add_endpoint("observer")).url}
         for name in INSTANCES:
             urls[name] = (await front.add_endpoint(name, chaos=EndpointChaos(name))).url
+        gc.freeze()     # as `ha-testbed serve` does once started: the long-lived heap leaves the GC's walks
         q.put(urls)
         while not stop.is_set():
             await asyncio.sleep(0.2)

@@ -18,6 +18,7 @@ Loopback only unless an address is given.
 """
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 import time
@@ -91,6 +92,9 @@ class KubeServe:
             await c.start()
             return c
         self.cluster = self.front.run(start_cluster())
+        # what is alive now lives as long as the server: out of the cyclic GC's walks, which then
+        # see only what requests and watch events allocate
+        gc.freeze()
         return self
 
     def _open_instance_endpoints(self, write_kubeconfig) -> None:
