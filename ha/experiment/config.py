@@ -20,10 +20,12 @@ from cluster_state.quantity import QuantityError, parse_quantity
 from apimachinery.validation import validation_problems
 from ha.errors import BadInput
 from chaos.faults import FAULTS, ChaosEntry, Distribution
+from ha.scheduler.conf import FLAG_ALIASES, known_actions
+from ha.scheduler.plugins import plugin_names
 from apimachinery.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
                                  scenario_quantity)
 
-__all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS", "ACTIONS", "PLUGINS",
+__all__ = ["Experiment", "load_experiment", "parse_experiment", "FAULTS",
            "ChaosEntry", "Distribution", "SchedulerConfSpec", "PluginEntry", "instance_names",
            "json_schema"]
 
@@ -296,28 +298,9 @@ def instance_names(n: int) -> list[str]:
 
 # ------------------------------------------------------------------------------ scheduler conf
 
-ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
-PLUGINS = ("priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
-           "nodeorder", "binpack", "capacity", "network-topology-aware")
+# The actions and plugins are the model's registries' (ha.scheduler.actions, ha.scheduler.plugins):
+# one list for scenario files, experiment files and scheduler configurations alike.
 _FLAG = re.compile(r"^enabled?[A-Z][A-Za-z]*$")
-
-
-def _known_plugins() -> set[str]:
-    names = set(PLUGINS)
-    try:  # the plugin registry may know more (plugins register themselves on import)
-        from ha.scheduler.plugins import plugin_names
-        names |= set(plugin_names())
-    except Exception:  # noqa: BLE001 - an unfinished tree must not break config loading
-        pass
-    return names
-
-
-def _flag_aliases() -> dict[str, str] | None:
-    try:
-        from ha.scheduler.conf import _FLAG_ALIASES
-        return _FLAG_ALIASES
-    except Exception:  # noqa: BLE001
-        return None
 
 
 class PluginEntry(BaseModel):
@@ -329,16 +312,16 @@ class PluginEntry(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        known = _known_plugins()
+        known = plugin_names()
         if v not in known:
             raise ValueError(f"unknown plugin {v!r}; known: {', '.join(sorted(known))}")
         return v
 
     @model_validator(mode="after")
     def _flags(self) -> "PluginEntry":
-        aliases = _flag_aliases()
+        aliases = FLAG_ALIASES
         for k, v in (self.model_extra or {}).items():
-            if aliases is not None and _FLAG.match(k) and k not in aliases:
+            if _FLAG.match(k) and k not in aliases:
                 known = sorted(n for n in aliases if n[:1].islower() and "_" not in n and n.startswith("enabled"))
                 raise ValueError(f"unknown flag {k!r}; known: {', '.join(known)}")
             if not _FLAG.match(k):
@@ -362,9 +345,10 @@ class SchedulerConfSpec(Strict):
     def _actions(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("needs at least one action")
+        known = known_actions()
         for a in v:
-            if a not in ACTIONS:
-                raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+            if a not in known:
+                raise ValueError(f"unknown action {a!r}; known: {', '.join(known)}")
         if len(set(v)) != len(v):
             raise ValueError("an action is listed twice")
         return v
@@ -372,9 +356,10 @@ class SchedulerConfSpec(Strict):
     @field_validator("action_arguments")
     @classmethod
     def _aa(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        known = known_actions()
         for a in v:
-            if a not in ACTIONS:
-                raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+            if a not in known:
+                raise ValueError(f"unknown action {a!r}; known: {', '.join(known)}")
         return v
 
     @model_validator(mode="after")
@@ -427,7 +412,7 @@ class InitialPodGroup(Strict):
     phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
     priorityClassName: Optional[str] = None
     minResources: Optional[ScenarioResources] = None
-    # format-extensions §1.3 (checked by the scenario loader when the objects are built)
+    # docs/design.md, scenario files item 1 (checked by the scenario loader when the objects are built)
     networkTopology: Optional[dict[str, Any]] = None
     annotations: dict[str, str] = Field(default_factory=dict)
 
@@ -479,7 +464,7 @@ class InitialPriorityClass(Strict):
 
 
 class InitialHyperNode(Strict):
-    """A HyperNode (format-extensions §1.1); members are checked by the scenario loader."""
+    """A HyperNode (docs/design.md, scenario files item 1); members are checked by the scenario loader."""
     name: str
     tier: int = Field(ge=0)
     tierName: str = ""

@@ -20,9 +20,11 @@ from typing import Any
 
 from cluster_state.quantity import QuantityError, format_quantity, parse_quantity
 from ha.errors import BadInput
+from ha.scheduler.actions import action_names
+from ha.scheduler.plugins import plugin_names
 
 __all__ = [
-    "Scenario", "Expected", "PluginSpec", "ClusterObjects", "KNOWN_ACTIONS", "KNOWN_PLUGINS",
+    "Scenario", "Expected", "PluginSpec", "ClusterObjects", "known_actions", "known_plugins",
     "PLUGIN_FLAGS", "load_scenario", "load_json", "expand_paths", "build_objects", "pod_object",
     "podgroup_object", "node_object", "queue_object", "priority_class_object", "parse_tiers",
     "ScenarioError",
@@ -34,19 +36,15 @@ ZERO_TIME = 0.0
 DELETION_TIME = 1.0
 
 KNOWN_KINDS = ("action", "unit")
-def _model_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The actions and plugins the scheduler model implements (its registries are the truth)."""
-    try:
-        from ha.scheduler.actions import action_names
-        from ha.scheduler.plugins import plugin_names
-        return tuple(action_names()), tuple(plugin_names())
-    except ImportError:  # pragma: no cover - the model is part of the same distribution
-        return (("enqueue", "allocate", "backfill", "preempt", "reclaim"),
-                ("gang", "priority", "drf", "proportion", "capacity", "predicates", "nodeorder",
-                 "binpack", "conformance", "overcommit"))
+def known_actions() -> tuple[str, ...]:
+    """The actions the scheduler model implements: its registry is the one list."""
+    return tuple(action_names())
 
 
-KNOWN_ACTIONS, KNOWN_PLUGINS = _model_names()
+def known_plugins() -> tuple[str, ...]:
+    """The plugins registered with the model (a plugin module that fails to import is an error when
+    ``ha.scheduler`` is imported, never a plugin quietly missing from this list)."""
+    return tuple(plugin_names())
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 PG_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
@@ -572,7 +570,7 @@ def podgroup_object(ctx: _Ctx, spec: Any, where: str) -> dict:
 
 
 def _network_topology(ctx: _Ctx, v: Any, where: str) -> dict:
-    """PodGroup ``spec.networkTopology`` (format-extensions §1.3): ``mode`` hard | soft | "" (absent:
+    """PodGroup ``spec.networkTopology`` (docs/design.md, scenario files item 1): ``mode`` hard | soft | "" (absent:
     the CRD default ``hard``), ``highestTierAllowed`` int >= 0 (absent: nil — kept out of the
     object), ``highestTierName`` (absent: "")."""
     nt = _obj(ctx, v, where)
@@ -766,8 +764,8 @@ def parse_tiers(ctx: _Ctx, tiers: Any, where: str) -> list[list[PluginSpec]]:
             w = f"{where}[{ti}][{pi}]"
             opt = _obj(ctx, opt, w)
             name = _str(ctx, _req(ctx, opt, "name", w), f"{w}.name", allow_empty=False)
-            if name not in KNOWN_PLUGINS:
-                raise ctx.err(f"{w}.name", f"unknown plugin {name!r}; known: {', '.join(KNOWN_PLUGINS)}")
+            if name not in known_plugins():
+                raise ctx.err(f"{w}.name", f"unknown plugin {name!r}; known: {', '.join(known_plugins())}")
             flags: dict[str, bool] = {}
             args: dict[str, Any] = {}
             for k, v in opt.items():
@@ -792,8 +790,8 @@ def parse_actions(ctx: _Ctx, actions: Any, where: str) -> list[str]:
     out = []
     for i, a in enumerate(_list(ctx, actions, where)):
         a = _str(ctx, a, f"{where}[{i}]", allow_empty=False)
-        if a not in KNOWN_ACTIONS:
-            raise ctx.err(f"{where}[{i}]", f"unknown action {a!r}; known: {', '.join(KNOWN_ACTIONS)}")
+        if a not in known_actions():
+            raise ctx.err(f"{where}[{i}]", f"unknown action {a!r}; known: {', '.join(known_actions())}")
         out.append(a)
     if not out:
         raise ctx.err(where, "at least one action is needed")
@@ -850,7 +848,7 @@ def _parse_expected(ctx: _Ctx, raw: Any) -> Expected:
 
 
 # ------------------------------------------------------------------------------------ hypernodes
-# format-extensions §1: top-level ``hypernodes`` (HyperNode objects) and ``hypernode_cache`` (the Go
+# docs/design.md, scenario files item 1: top-level ``hypernodes`` (HyperNode objects) and ``hypernode_cache`` (the Go
 # harness's injected tier sets and real-node sets); §4's ``expected.bind_check`` and
 # ``bind_counts_by_hypernode`` are read with the rest of ``expected``.
 
@@ -977,8 +975,8 @@ def load_scenario(path: str | Path, data: Any = None) -> Scenario:
     tiers = parse_tiers(ctx, _req(ctx, plugins, "tiers", "plugins"), "plugins.tiers")
     aa = _obj(ctx, d.get("action_arguments"), "action_arguments", nullable=True) or {}
     for k, v in aa.items():
-        if k not in KNOWN_ACTIONS:
-            raise ctx.err(f"action_arguments.{k}", f"unknown action {k!r}; known: {', '.join(KNOWN_ACTIONS)}")
+        if k not in known_actions():
+            raise ctx.err(f"action_arguments.{k}", f"unknown action {k!r}; known: {', '.join(known_actions())}")
         _obj(ctx, v, f"action_arguments.{k}")
     expected = _parse_expected(ctx, d["expected"]) if d.get("expected") is not None else None
     registered = None
@@ -986,9 +984,9 @@ def load_scenario(path: str | Path, data: Any = None) -> Scenario:
         registered = []
         for i, n in enumerate(_list(ctx, plugins["registered_builders"], "plugins.registered_builders")):
             n = _str(ctx, n, f"plugins.registered_builders[{i}]", allow_empty=False)
-            if n not in KNOWN_PLUGINS:
+            if n not in known_plugins():
                 raise ctx.err(f"plugins.registered_builders[{i}]",
-                              f"unknown plugin {n!r}; known: {', '.join(KNOWN_PLUGINS)}")
+                              f"unknown plugin {n!r}; known: {', '.join(known_plugins())}")
             registered.append(n)
     return Scenario(path=p, name=name, kind=kind, objects=objects, actions=actions,
                     action_arguments={k: dict(v) for k, v in aa.items()}, tiers=tiers,

@@ -7,8 +7,9 @@ builds its cache with ``ha.scheduler.wiring.build_cache``, so the same code runs
 runner, inside a Ray actor, in replay and in a simulation.
 """
 
-# Volcano's scheduler imports its plugins for their registrations (``factory.go``); so does the
-# model's package: whoever uses any part of it finds every plugin registered, and the framework
-# (which opens sessions) imports no plugin itself. A plugin module that fails to import is an
-# error here, never a plugin silently missing from the sessions.
+# Volcano's scheduler imports its plugins and actions for their registrations (``factory.go``); so
+# does the model's package: whoever uses any part of it finds every plugin and action registered,
+# and the framework (which opens sessions) imports none of them itself. A module that fails to
+# import is an error here, never a plugin or action silently missing.
 from ha.scheduler import plugins as _plugins  # noqa: E402,F401
+from ha.scheduler import actions as _actions  # noqa: E402,F401

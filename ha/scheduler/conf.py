@@ -18,10 +18,15 @@ from ha.errors import BadInput
 
 __all__ = [
     "PluginOption", "Tier", "Configuration", "Arguments", "SchedulerConf", "default_conf",
-    "ENABLED_FLAGS", "KNOWN_ACTIONS", "get_arg_of_action_from_conf",
+    "ENABLED_FLAGS", "FLAG_ALIASES", "known_actions", "get_arg_of_action_from_conf",
 ]
 
-KNOWN_ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+
+def known_actions() -> tuple[str, ...]:
+    """The actions the model implements: the framework's registry, which every action module
+    fills when ``ha.scheduler`` is imported, is the one list."""
+    from ha.scheduler.framework.registry import registered_action_names
+    return tuple(registered_action_names())
 
 # Python attribute name -> Go field name of conf.PluginOption. Every one may be written in a file
 # as the Go field name, its lower-camel form (``enabledJobOrder``, what the scenario files use),
@@ -65,12 +70,13 @@ def _lower_first(s: str) -> str:
     return s[:1].lower() + s[1:]
 
 
-_FLAG_ALIASES: dict[str, str] = {}
+# every spelling of a flag a file may use -> its attribute name
+FLAG_ALIASES: dict[str, str] = {}
 for _attr, _names in _FLAG_GO_NAMES.items():
-    _FLAG_ALIASES[_attr] = _attr
+    FLAG_ALIASES[_attr] = _attr
     for _n in _names:
-        _FLAG_ALIASES[_n] = _attr
-        _FLAG_ALIASES[_lower_first(_n)] = _attr
+        FLAG_ALIASES[_n] = _attr
+        FLAG_ALIASES[_lower_first(_n)] = _attr
 
 
 @dataclass
@@ -143,10 +149,10 @@ class PluginOption:
                     raise BadInput(f"{source}: {where}.arguments (plugin {name!r}): must be a mapping")
                 opt.arguments = dict(value)
                 continue
-            attr = _FLAG_ALIASES.get(key)
+            attr = FLAG_ALIASES.get(key)
             if attr is None:
                 raise BadInput(f"{source}: {where}.{key} (plugin {name!r}): unknown plugin option; "
-                               f"known flags: {', '.join(sorted(n for n in _FLAG_ALIASES if n[0].islower() and '_' not in n))}")
+                               f"known flags: {', '.join(sorted(n for n in FLAG_ALIASES if n[0].islower() and '_' not in n))}")
             if value is not None and not isinstance(value, bool):
                 raise BadInput(f"{source}: {where}.{key} (plugin {name!r}): must be true, false or null, "
                                f"got {value!r}")
@@ -295,9 +301,10 @@ class SchedulerConf:
         if not isinstance(raw_actions, list):
             raise BadInput(f"{source}: actions: must be a list of action names or a comma-separated string")
         actions: list[str] = []
+        known = known_actions()
         for i, a in enumerate(raw_actions):
-            if not isinstance(a, str) or a.strip() not in KNOWN_ACTIONS:
-                raise BadInput(f"{source}: actions[{i}]: unknown action {a!r}; known: {', '.join(KNOWN_ACTIONS)}")
+            if not isinstance(a, str) or a.strip() not in known:
+                raise BadInput(f"{source}: actions[{i}]: unknown action {a!r}; known: {', '.join(known)}")
             actions.append(a.strip())
 
         # tiers

@@ -7,6 +7,7 @@ from typing import Any
 
 from ha.scheduler.api import TaskStatus
 from ha.scheduler.api.types import FitErrors
+from ha.scheduler.framework.registry import register_action
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes,
                                          select_best_node_and_score)
 
@@ -112,3 +113,6 @@ class BackfillAction:
 
 def new() -> BackfillAction:
     return BackfillAction()
+
+
+register_action("backfill", new)

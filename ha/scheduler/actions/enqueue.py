@@ -6,6 +6,7 @@ from typing import Any
 
 from ha.scheduler.api.job_info import writable_status
 from ha.scheduler.framework.util import PriorityQueue
+from ha.scheduler.framework.registry import register_action
 
 
 class EnqueueAction:
@@ -51,3 +52,6 @@ class EnqueueAction:
 
 def new() -> EnqueueAction:
     return EnqueueAction()
+
+
+register_action("enqueue", new)

@@ -47,6 +47,7 @@ from ha.scheduler.api import TaskStatus, ZERO, preemptable_status
 from ha.scheduler.api.types import FitError
 from ha.scheduler.actions.utils import gang_path
 from ha.scheduler.framework.statement import Statement, StatementError
+from ha.scheduler.framework.registry import register_action
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes, sort_nodes,
                                          validate_victims)
 
@@ -290,3 +291,6 @@ class PreemptAction:
 
 def new() -> PreemptAction:
     return PreemptAction()
+
+
+register_action("preempt", new)

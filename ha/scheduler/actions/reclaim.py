@@ -25,6 +25,7 @@ from ha.scheduler.api import TaskStatus, ZERO
 from ha.scheduler.actions.utils import gang_path
 from ha.scheduler.framework.statement import Statement, StatementError
 from ha.scheduler.framework.util import PredicateHelper, PriorityQueue, validate_victims
+from ha.scheduler.framework.registry import register_action
 
 ENABLE_PREDICATE_ERR_CACHE_KEY = "predicateErrorCacheEnable"
 
@@ -168,3 +169,6 @@ class ReclaimAction:
 
 def new() -> ReclaimAction:
     return ReclaimAction()
+
+
+register_action("reclaim", new)

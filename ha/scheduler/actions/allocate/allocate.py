@@ -77,6 +77,7 @@ from ha.scheduler.actions.allocate.gang_domains import NOT_HANDLED, allocate_in_
 from ha.scheduler.framework.hypernodes import (find_hyper_node_for_node, prioritize_hyper_nodes,
                                                select_best_hyper_node_and_score)
 from ha.scheduler.framework.statement import OperationKind, Statement, StatementError, save_operations
+from ha.scheduler.framework.registry import register_action
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes,
                                          select_best_node_and_score)
 
@@ -542,6 +543,9 @@ def update_job_tier(tier_name_map: dict[str, int], job: Any) -> None:
 
 def new() -> AllocateAction:
     return AllocateAction()
+
+
+register_action("allocate", new)
 
 
 def dry_run_allocate(ssn: Any, job: Any, tasks: list[Any], domain: list[Any]) -> list[tuple[Any, str]] | None:
