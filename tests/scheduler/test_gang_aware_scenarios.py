@@ -108,7 +108,7 @@ def test_network_topology_is_validated_by_the_loader():
     d["podgroups"][3]["networkTopology"] = {"mode": "strict", "highestTierAllowed": 1}
     with pytest.raises(BadInput, match=r"podgroups\[3\]\.networkTopology\.mode"):
         load_scenario("x.json", d)
-    # tier 0 is a valid tier (format-extensions §1.3); negative tiers are not
+    # tier 0 is a valid tier (docs/design.md, scenario files item 1); negative tiers are not
     d["podgroups"][3]["networkTopology"] = {"mode": "hard", "highestTierAllowed": -1}
     with pytest.raises(BadInput, match="highestTierAllowed: must be >= 0"):
         load_scenario("x.json", d)
