@@ -109,6 +109,16 @@ def cases():
         st.tuples(st.just(("POST", QUEUES)), st.just("application/json"),
                   st.integers(-100, -1).map(lambda w: json.dumps({"kind": "Queue", "metadata": {"name": "q-new"},
                                                                   "spec": {"weight": w}}).encode())),
+        st.tuples(st.just(("POST", "/api/v1/namespaces/default/events")), st.just("application/json"),
+                  st.integers(-10**6, -1).map(lambda c: json.dumps({"kind": "Event", "metadata": {"name": "e1"},
+                                                                    "count": c}).encode())),
+        st.tuples(st.just(("POST", "/api/v1/namespaces")), st.just("application/json"),
+                  st.one_of(bad_names, st.just("a.b"), st.text(min_size=64, max_size=70, alphabet="abc"))
+                  .map(lambda n: json.dumps({"kind": "Namespace", "metadata": {"name": n}}).encode())),
+        st.tuples(st.just(("PUT", PG + "/pg0")), st.just("application/json"),
+                  st.integers(-10**6, -1).map(lambda n: json.dumps(
+                      {"kind": "PodGroup", "apiVersion": "scheduling.volcano.sh/v1beta1",
+                       "metadata": {"name": "pg0", "namespace": "default"}, "spec": {"minMember": n}}).encode())),
         # DeleteOptions, Bindings, Evictions
         st.tuples(st.just(("DELETE", stored_pod_path)), st.just("application/json"),
                   st.one_of(st.integers(-10**6, -1).map(lambda g: {"gracePeriodSeconds": g}),
