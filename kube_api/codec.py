@@ -89,10 +89,16 @@ def _num(v: object) -> bool:
     return (type(v) is float or type(v) is int)
 
 
-def to_kube_owned(obj: dict, resource: "Resource") -> dict:
-    """Convert ``obj`` (the caller's own dict, e.g. fresh from msgpack) in place; returns it."""
-    obj["kind"] = resource.kind
-    obj["apiVersion"] = resource.api_version
+def to_kube_owned(obj: dict, resource: "Resource", *, type_meta: bool = True) -> dict:
+    """Convert ``obj`` (the caller's own dict, e.g. fresh from msgpack) in place; returns it.
+    ``type_meta=False``: leave ``kind`` / ``apiVersion`` out (the items of a list: the list's
+    own say them, and kube-apiserver leaves them out of items too)."""
+    if type_meta:
+        obj["kind"] = resource.kind
+        obj["apiVersion"] = resource.api_version
+    else:
+        obj.pop("kind", None)
+        obj.pop("apiVersion", None)
     md = obj.get("metadata")
     if type(md) is dict:
         rv = md.get("resourceVersion")

@@ -202,7 +202,7 @@ async def _list_objects(ctx: RequestContext, opts: ListOptions) -> web.StreamRes
     head = {"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta}
     if len(items) <= STREAM_ABOVE:
         for o in items:
-            to_kube_owned(o, r)
+            to_kube_owned(o, r, type_meta=False)
         head["items"] = items
         return _json(head)
     return await _stream_list(ctx, head, items, r)
@@ -219,7 +219,7 @@ async def _stream_list(ctx: RequestContext, head: dict, items: list, r: Resource
     for i in range(0, len(items), CHUNK):
         part = items[i:i + CHUNK]
         for o in part:
-            to_kube_owned(o, r)
+            to_kube_owned(o, r, type_meta=False)
         chunk = dumps(part)[1:-1]
         await resp.write(chunk if i == 0 else b"," + chunk)
     await resp.write(b"]}")

@@ -26,7 +26,7 @@ def test_list_all_namespaces_and_one_namespace(kube_front):
     assert body["metadata"]["resourceVersion"] == str(rv)
     assert len(body["items"]) == 6
     for it in body["items"]:
-        assert it["kind"] == "Pod" and it["apiVersion"] == "v1"
+        assert "kind" not in it and "apiVersion" not in it       # as kube-apiserver: the list says them
         assert isinstance(it["metadata"]["resourceVersion"], str)
     _, ns = get(kube_front.url, f"/api/v1/namespaces/{NS}/pods")
     assert sorted(i["metadata"]["name"] for i in ns["items"]) == [f"p{i}" for i in range(5)]
@@ -212,7 +212,7 @@ def test_large_list_is_streamed_whole(kube_front):
     code, body = get(kube_front.url, "/api/v1/pods")
     assert code == 200 and len(body["items"]) == 2500
     assert [i["metadata"]["name"] for i in body["items"][:2]] == ["p00000", "p00001"]
-    assert body["items"][-1]["kind"] == "Pod"
+    assert body["items"][-1]["metadata"]["name"] == "p02499"
 
 
 def test_requests_are_logged_on_the_endpoint(kube_front):
