@@ -57,17 +57,25 @@ def run_experiment(
                                                          "virtual time, deterministic)"),
     kube_api: bool = typer.Option(False, "--kube-api", help="keep a Kubernetes API endpoint (kubectl, "
                                                              "client-go) open during the run; writes <out>/kubeconfig"),
+    implementation: Optional[str] = typer.Option(None, "--implementation", help="model (the Python model) or "
+                                                 "volcano (each instance a real vc-scheduler process)"),
+    volcano: Optional[str] = typer.Option(None, "--volcano", help="the vc-scheduler version (e.g. v1.14.1); "
+                                          "implies --implementation volcano"),
+    volcano_source: Optional[Path] = typer.Option(None, "--volcano-source", help="a local Volcano checkout to "
+                                                  "build and run; implies --implementation volcano"),
 ) -> None:
     """Run an experiment: several scheduler instances, a living cluster, chaos; writes a results folder."""
     from ha.experiment.runner import run_cli
+    sched = dict(implementation=implementation, volcano=volcano,
+                 volcano_source=str(volcano_source) if volcano_source is not None else None)
     try:
         if kube_api:
             from ha.experiment.serve import run_with_kube_api
             code = run_with_kube_api(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
-                                     ray_address=ray_address, duration=duration, engine=engine)
+                                     ray_address=ray_address, duration=duration, engine=engine, **sched)
         else:
             code = run_cli(experiment, out=out, seed=seed, profile=profile, redis_url=redis_url,
-                           ray_address=ray_address, duration=duration, engine=engine)
+                           ray_address=ray_address, duration=duration, engine=engine, **sched)
     except (BadInput, CheckFailed) as e:
         _fail(e)
     raise typer.Exit(code)

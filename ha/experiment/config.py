@@ -254,6 +254,37 @@ class Lease(Strict):
         return self
 
 
+class VolcanoSpec(Strict):
+    """Which real vc-scheduler runs the instances (``implementation: volcano``): a pinned ``version``
+    built from its Go module (``ha-testbed volcano build``), or ``source``, a local Volcano checkout
+    built as it is. v1.14.1 is the closest release to v1.14.0 that this machine's Go module proxy
+    serves (docs/real-volcano-build.md)."""
+    version: Optional[str] = None                # default v1.14.1 when no source is given
+    source: Optional[str] = None                 # a local checkout (path; ~ expanded)
+    verbosity: int = Field(2, ge=0, le=10)      # klog -v
+    restart_delay: Duration = "1s"              # an exited vc-scheduler starts again after this
+    args: list[str] = Field(default_factory=list)   # more flags, e.g. ["--feature-gates=..."]
+
+    @model_validator(mode="after")
+    def _which(self) -> "VolcanoSpec":
+        if self.version is not None and self.source is not None:
+            raise ValueError("give version or source, not both")
+        if self.source is None:
+            from ha.volcano.build import resolve_version
+            try:
+                self.version = resolve_version(self.version or "v1.14.1")
+            except BadInput as e:
+                raise ValueError(str(e).replace("volcano build: ", "version: ", 1)) from None
+        else:
+            src = Path(self.source).expanduser()
+            if not (src / "go.mod").is_file() or not (src / "cmd" / "scheduler").is_dir():
+                raise ValueError(f"source: {self.source} is not a Volcano checkout (needs go.mod and cmd/scheduler)")
+        for a in self.args:
+            if not a.startswith("-"):
+                raise ValueError(f"args: {a!r} is not a flag (want --name=value)")
+        return self
+
+
 class Schedulers(Strict):
     instances: int = Field(1, ge=1, le=64)      # named scheduler-1 … scheduler-N
     # leader-elected: one schedules; active-active: all do (conflicts decide); shadow: standbys
@@ -271,6 +302,11 @@ class Schedulers(Strict):
     # standby never retries and a leader's failed bind waits for its next session to end)
     resync: Literal["continuous", "after-session"] = "continuous"
     scheduler_name: str = "volcano"             # pods with another schedulerName are not ours
+    # model: the Python model of Volcano (ha/scheduler) in each instance; volcano: each instance is a
+    # real vc-scheduler process (ha/runtime/external), talking to its own endpoint of the front.
+    # Unset means model (and stays out of the resolved experiment, so a model run's record is as before)
+    implementation: Optional[Literal["model", "volcano"]] = None
+    volcano: Optional[VolcanoSpec] = None       # which vc-scheduler (implementation: volcano)
 
     @field_validator("period")
     @classmethod
@@ -281,6 +317,17 @@ class Schedulers(Strict):
 
     @model_validator(mode="after")
     def _standby(self) -> "Schedulers":
+        if self.implementation == "volcano":
+            if self.volcano is None:
+                self.volcano = VolcanoSpec()
+            if self.mode == "shadow":
+                raise ValueError("mode: shadow runs dry-run sessions in the model's standbys; "
+                                 "implementation: volcano has no dry run (use leader-elected or active-active)")
+            if self.standby == "warm":
+                raise ValueError("standby: vc-scheduler starts its informers only once it leads (a cold "
+                                 "standby); implementation: volcano cannot run warm standbys")
+        elif self.volcano is not None:
+            raise ValueError("volcano: given, but implementation is 'model' (say implementation: volcano)")
         if self.standby is None:
             self.standby = "warm" if self.mode == "shadow" else "cold"
         elif self.mode == "shadow" and self.standby == "cold":
@@ -703,7 +750,8 @@ class Experiment(Strict):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def with_overrides(self, *, seed: int | None = None, profile: str | None = None,
-                       duration: str | float | None = None) -> "Experiment":
+                       duration: str | float | None = None, implementation: str | None = None,
+                       volcano: str | None = None, volcano_source: str | None = None) -> "Experiment":
         """Command-line overrides; errors name the option. Chaos entries after a shortened end are
         kept (and reported as not reached) rather than rejected."""
         changes: dict[str, Any] = {}
@@ -723,7 +771,40 @@ class Experiment(Strict):
             if d <= 0:
                 raise BadInput("--duration: must be > 0")
             changes["duration"] = d
+        if implementation is not None or volcano is not None or volcano_source is not None:
+            changes["schedulers"] = self._scheduler_overrides(implementation, volcano, volcano_source)
         return self.model_copy(update=changes) if changes else self
+
+    def _scheduler_overrides(self, implementation: str | None, volcano: str | None,
+                             volcano_source: str | None) -> "Schedulers":
+        """``--implementation`` / ``--volcano VERSION`` / ``--volcano-source PATH`` (the latter two
+        imply ``implementation: volcano``); errors name the option."""
+        if volcano is not None and volcano_source is not None:
+            raise BadInput("--volcano and --volcano-source: give one, not both")
+        d = self.schedulers.model_dump(by_alias=True, exclude_none=True)
+        if implementation is not None:
+            if implementation not in ("model", "volcano"):
+                raise BadInput(f"--implementation: must be model or volcano, got {implementation!r}")
+            d["implementation"] = implementation
+            if implementation == "model":
+                d.pop("volcano", None)
+        if volcano is not None or volcano_source is not None:
+            if implementation == "model":
+                raise BadInput("--volcano/--volcano-source: need --implementation volcano (or none)")
+            d["implementation"] = "volcano"
+            spec = {k: v for k, v in (d.get("volcano") or {}).items() if k not in ("version", "source")}
+            spec.update({"version": volcano} if volcano is not None else {"source": volcano_source})
+            d["volcano"] = spec
+        if d.get("implementation") == "volcano" and self.schedulers.implementation != "volcano":
+            d["standby"] = "cold"      # vc-scheduler's standbys are cold, whatever the model's file said
+        opt = "--volcano-source" if volcano_source is not None else "--volcano" if volcano is not None \
+            else "--implementation"
+        try:
+            return Schedulers.model_validate(d)
+        except ValidationError as e:
+            msgs = "; ".join(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+                             if err['loc'] else err['msg'].removeprefix('Value error, ') for err in e.errors())
+            raise BadInput(f"{opt}: {msgs}") from None
 
 
 def json_schema() -> dict[str, Any]:

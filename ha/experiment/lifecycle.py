@@ -222,6 +222,17 @@ class LiveLifecycle(EngineParts):
         self.driver_node: str | None = None
         self.planned: dict[str, str | None] = {}
         self.dead_nodes: set[str] = set()
+        # implementation: volcano -- the front whose per-instance endpoints the vc-scheduler
+        # processes talk to (their watch and API chaos act there), and the binary that runs
+        self.front = None
+        self.endpoints: dict[str, Any] = {}
+        self.volcano = None
+        self._identities: dict[str, set[str]] = {}
+
+    @property
+    def external(self) -> bool:
+        """The instances are real vc-scheduler processes (``schedulers.implementation: volcano``)."""
+        return self.exp.schedulers.implementation == "volcano"
 
     # -- clock --------------------------------------------------------------------------------
 
@@ -268,6 +279,13 @@ class LiveLifecycle(EngineParts):
             raise BadInput(f"--ray-address {self.ray_address}: cannot connect: {e}") from None
 
     def instance_config(self, name: str):
+        if self.external:
+            from ha.runtime.external.volcano import external_config
+            ep = self.endpoints[name]
+            return external_config(self.exp, name, binary=self.volcano, endpoint_url=ep.url,
+                                   kubeconfig=str(self.out / "volcano" / f"kubeconfig-{name}"),
+                                   out=self.out, redis_url=self.redis_url, prefix=self.prefix,
+                                   api_server=self.api_server)
         from ha.runtime.instance import InstanceConfig
         kw = instance_kwargs(self.exp, name)
         kw.update(redis_url=self.redis_url, prefix=self.prefix, api_server=self.api_server,
@@ -293,6 +311,8 @@ class LiveLifecycle(EngineParts):
         from ha.runtime.cluster import create_cluster_actor
         self.recorder = recorder
         self.start_proxies()
+        if self.external:
+            self.start_external_front()
         from ha.runtime import placement
         for name in self.exp.instance_names():
             self.slots[name] = InstanceSlot(name=name, config=self.instance_config(name))
@@ -314,9 +334,36 @@ class LiveLifecycle(EngineParts):
             self.note_started(slot, event="start")
         self.start_nemesis()
 
+    def start_external_front(self) -> None:
+        """implementation: volcano -- the vc-scheduler binary (built if needed), and a front with
+        one endpoint per instance carrying that instance's watch and API faults (its own and the
+        ``leader`` API faults, as a model instance's chaos port carries them); each endpoint logs
+        under ``<results>/kube-api/<instance>/``, each instance gets ``<results>/volcano/kubeconfig-<instance>``."""
+        from chaos.faults import API_FAULTS, WATCH_FAULTS
+        from ha.runtime.external.volcano import resolve_binary
+        from kube_api.endpoint import EndpointChaos
+        from kube_api.server import ThreadedFront, write_kubeconfig
+        if self.ray_address is not None:
+            raise BadInput("schedulers.implementation: volcano needs a local Ray (the vc-scheduler processes "
+                           "reach their endpoints on 127.0.0.1 and write into the results folder); drop --ray-address")
+        self.volcano = resolve_binary(self.exp.schedulers.volcano, log=lambda m: log.warning("%s", m))
+        sched = self.chaos_schedule()
+        self.front = ThreadedFront(self.redis_url, self.prefix, api_server=self.api_server,
+                                   log_dir=self.out / "kube-api", keep_logs=False).start()
+        leader = [sf for sf in sched if sf.targets == ("leader",) and sf.name in API_FAULTS]
+        for name in self.exp.instance_names():
+            faults = [sf for sf in sched.for_instance(name) if sf.name in WATCH_FAULTS or sf.name in API_FAULTS]
+            ep = self.front.add_endpoint(name, chaos=EndpointChaos(name, faults + leader))
+            write_kubeconfig(self.out / "volcano" / f"kubeconfig-{name}", ep.url)
+            self.endpoints[name] = ep
+
     def new_instance_actor(self, slot: InstanceSlot):
-        from ha.runtime.instance import create_instance_actor
         from ha.runtime.placement import strategy
+        if self.external:
+            from ha.runtime.external.supervisor import create_external_actor
+            return create_external_actor(slot.config, namespace=f"ha-testbed-{self.run_id}",
+                                         scheduling_strategy=strategy(self.planned.get(slot.name)))
+        from ha.runtime.instance import create_instance_actor
         # a Ray namespace per run: several runs may share one Ray cluster (docker-compose)
         return create_instance_actor(slot.config, max_restarts=0, namespace=f"ha-testbed-{self.run_id}",
                                      scheduling_strategy=strategy(self.planned.get(slot.name)))
@@ -341,6 +388,9 @@ class LiveLifecycle(EngineParts):
         where["strategy"] = "spread" if self.planned.get(slot.name) is None else "node-affinity"
         slot.pid = where.get("pid")
         slot.placement = where
+        if self.external and slot.pid:
+            from ha.runtime import ledger
+            ledger.add(slot.pid, f"vc-scheduler {slot.name}")
         self.record_life(self.now(), slot.name, event, pid=slot.pid, node_id=where.get("node_id"),
                          host=where.get("host"))
 
@@ -379,6 +429,8 @@ class LiveLifecycle(EngineParts):
         # the instances' hooks run the schedule from the run's start (wall clock)
         ray.get([s.actor.chaos_call.remote("set_epoch", self.t0_wall) for s in self.slots.values()],
                 timeout=60)
+        for ep in self.endpoints.values():     # external instances: their chaos is at the endpoint
+            self.front.run(ep.chaos.set_epoch(self.t0_wall))
         until = self.exp.duration
         live = [sf for sf in sched if sf.at < until]
         sched_run = type(sched)(sched.seed, sched.instances, live)
@@ -442,10 +494,38 @@ class LiveLifecycle(EngineParts):
                                          was_leader=self.leader == name)
             if data is not None:
                 slot.last_stats = data.get("stats") or {}
+                if self.external:
+                    self._note_external(slot, slot.last_stats)
             out.append(Observation(name=name, generation=slot.generation,
                                    alive=data is not None, data=data))
         self.note_leaders(out)
         return out
+
+    def _note_external(self, slot: InstanceSlot, stats: dict[str, Any]) -> None:
+        """A vc-scheduler restarted by its supervisor runs under a new pid (the ledger learns it, a
+        pause stops it); a Lease identity seen for the first time is written into the lives
+        (``leading``): Volcano's holderIdentity is ``<hostname>_<uuid>``, so this is how a Lease
+        holder maps back to an instance."""
+        pid = stats.get("pid")
+        if pid and pid != slot.pid:
+            from ha.runtime import ledger
+            ledger.add(pid, f"vc-scheduler {slot.name}")
+            slot.pid = pid
+            slot.placement = {**slot.placement, "pid": pid}
+        seen = self._identities.setdefault(slot.name, set())
+        for ident, life in (stats.get("identities") or {}).items():
+            if ident not in seen:
+                seen.add(ident)
+                self.record_life(self.now(), slot.name, "leading", identity=ident, life=life, pid=pid)
+
+    def stop_front(self) -> None:
+        if self.front is not None:
+            try:
+                self.front.stop()
+            except Exception as e:  # noqa: BLE001
+                log.warning("stopping the kube-api front: %s", e)
+            self.front = None
+            self.endpoints = {}
 
     # -- end ----------------------------------------------------------------------------------
 
@@ -545,6 +625,7 @@ class LiveLifecycle(EngineParts):
                         pass
             for slot in self.slots.values():
                 slot.alive = False
+        self.stop_front()
         for p in self.proxies.values():
             try:
                 p.stop()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ha.experiment.lifecycle import LiveLifecycle
 
-__all__ = ["LiveTargets", "RemoteHooks", "skip"]
+__all__ = ["LiveTargets", "RemoteHooks", "EndpointHooks", "skip"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,26 @@ class RemoteHooks:
         return [k for k, v in got.items() if v]
 
 
+class EndpointHooks:
+    """An external instance's chaos hooks: its endpoint of the front (``kube_api.endpoint.EndpointChaos``),
+    which every watch and API call of the vc-scheduler passes. Blocking calls onto the front's loop."""
+
+    def __init__(self, front, endpoint, api: bool):
+        self.front, self.endpoint, self.api = front, endpoint, api
+
+    def activate(self, sf) -> str:
+        got = self.front.run(self.endpoint.chaos.activate(sf, watch=not self.api, api=self.api), 30)
+        return "activated " + (",".join(k for k, v in (got or {}).items() if v) or "nothing") + " at its endpoint"
+
+    def deactivate(self, index: int) -> str:
+        self.front.run(self.endpoint.chaos.deactivate(index, watch=not self.api, api=self.api), 30)
+        return "deactivated at its endpoint"
+
+    def expire(self, kinds=None) -> list[str]:
+        got = self.front.run(self.endpoint.chaos.expire_now(list(kinds) if kinds else None), 30)
+        return [k for k, v in (got or {}).items() if v]
+
+
 class LiveTargets:
     """``chaos.targets.Targets`` backed by a :class:`LiveLifecycle`."""
 
@@ -79,12 +99,20 @@ class LiveTargets:
         return slot
 
     async def watch(self, name):
+        if self.life.external:
+            self._slot(name)
+            return EndpointHooks(self.life.front, self.life.endpoints[name], api=False)
         return RemoteHooks(self._slot(name).actor, api=False)
 
     async def api(self, name):
+        if self.life.external:
+            self._slot(name)
+            return EndpointHooks(self.life.front, self.life.endpoints[name], api=True)
         return RemoteHooks(self._slot(name).actor, api=True)
 
     def proxy(self, name):
+        if self.life.external:
+            return None        # a partition of an external instance is not modelled: skipped
         p = self.life.proxies.get(name)
         return p.proxy if p is not None else None     # the asyncio proxy: we run on its loop
 
@@ -122,6 +150,13 @@ class LiveTargets:
             raise skip(f"{name} is not running")
         was_leader = self._leading(name)
         t = self.life.now()
+        if self.life.external:
+            # the scheduler's own process first (as a pod's container is killed), then its supervisor
+            pid = self._external_pid(slot)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, TypeError):
+                pass
         ray.kill(slot.actor, no_restart=True)
         slot.alive = False
         self.life.record_life(t, name, "kill", was_leader=was_leader, pid=slot.pid)
@@ -159,8 +194,19 @@ class LiveTargets:
         return (f"killed node {short} ({node.host}): raylet pid {raylet} and {len(others)} "
                 f"process(es) under it; with it {', '.join(s.name for s in on_it)}")
 
+    def _external_pid(self, slot) -> int | None:
+        """The vc-scheduler's pid now (its supervisor may have restarted it since the last tick)."""
+        import ray
+        try:
+            slot.pid = ray.get(slot.actor.pid.remote(), timeout=10)
+        except Exception as e:  # noqa: BLE001 — the supervisor gone: the last pid known
+            log.info("pid of %s: %s", slot.name, e)
+        return slot.pid
+
     def pause_instance(self, name: str) -> str:
         slot = self.life.slots[name]
+        if self.life.external and slot.alive and not slot.paused:
+            self._external_pid(slot)
         if self.life.ray_address is not None:
             raise skip("pause stops the instance's process by PID: needs a local Ray")
         if not slot.alive or slot.paused:
@@ -220,6 +266,8 @@ class LiveTargets:
     def set_instance_clock_rate(self, name: str, rate: float) -> None:
         import ray
         slot = self.life.slots[name]
+        if self.life.external:
+            raise skip(f"{name} is a vc-scheduler process: clock-rate acts on the model's clock only")
         if not slot.alive:
             raise skip(f"{name} is not running")
         ray.get(slot.actor.set_clock_rate.remote(rate), timeout=30)

@@ -70,10 +70,14 @@ def code_version() -> dict[str, Any]:
 
 
 def run_cli(path, out=None, seed=None, profile=None, redis_url=None, ray_address=None,
-            duration=None, *, engine: str = "live", console=None, progress: bool = True) -> int:
+            duration=None, *, engine: str = "live", console=None, progress: bool = True,
+            implementation: str | None = None, volcano: str | None = None,
+            volcano_source: str | None = None) -> int:
     """The ``ha-testbed run`` command. Returns the exit code (0 ok, 130 interrupted); bad input
     raises :class:`BadInput` (exit 2)."""
-    exp = load_experiment(path).with_overrides(seed=seed, profile=profile, duration=duration)
+    exp = load_experiment(path).with_overrides(seed=seed, profile=profile, duration=duration,
+                                               implementation=implementation, volcano=volcano,
+                                               volcano_source=volcano_source)
     out_dir = Path(out) if out is not None else default_out(exp)
     runner = ExperimentRunner(exp, out_dir, redis_url=redis_url, ray_address=ray_address,
                               source=str(path), console=console, progress=progress, engine=engine)
@@ -111,6 +115,9 @@ class ExperimentRunner:
             if redis_url is not None or ray_address is not None:
                 raise BadInput("--engine sim runs in one process: --redis-url / --ray-address "
                                "belong to the live engine")
+            if exp.schedulers.implementation == "volcano":
+                raise BadInput(f"--engine sim: schedulers.implementation {exp.schedulers.implementation} runs "
+                               "real processes; the sim engine runs the model only (use --engine live)")
             from ha.sim.engine import SimEngine
             self.life = SimEngine(exp, self.out, source=source, instance_options=instance_options)
         else:
@@ -260,6 +267,8 @@ class ExperimentRunner:
             "instances": insts,
             "cluster": final.get("cluster"),
         }
+        if getattr(life, "volcano", None) is not None:
+            doc["scheduler"] = life.volcano.record()
         _write_json(self.out / "metrics.json", doc)
 
     def _analyze(self) -> dict[str, Any]:

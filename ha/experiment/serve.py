@@ -193,7 +193,10 @@ def run_with_kube_api(path, *, address: str = "127.0.0.1", port: int = 0, **run_
     if engine != "live":
         raise BadInput("--kube-api: needs the live engine (the sim engine has no API server to serve)")
     exp = load_experiment(path).with_overrides(seed=run_kw.pop("seed", None), profile=run_kw.pop("profile", None),
-                                               duration=run_kw.pop("duration", None))
+                                               duration=run_kw.pop("duration", None),
+                                               implementation=run_kw.pop("implementation", None),
+                                               volcano=run_kw.pop("volcano", None),
+                                               volcano_source=run_kw.pop("volcano_source", None))
     out = run_kw.pop("out", None)
     out_dir = Path(out) if out is not None else default_out(exp)
     runner = ExperimentRunner(exp, out_dir, redis_url=run_kw.pop("redis_url", None),

@@ -1,0 +1,43 @@
+"""The instance seam: what the driver, the targets and the recorder may ask of "a scheduler instance".
+
+A model instance (``ha.runtime.instance.SchedulerInstance`` and its Ray actor) fulfils it, and so
+does an external scheduler process's supervisor (``ha.runtime.external.supervisor.ExternalScheduler``
+and its actor). Through Ray every method is called as ``actor.<method>.remote(...)``; in process they
+are coroutines. The engine's other powers act from outside, on what ``placement()`` / ``pid()`` name:
+kill (``ray.kill`` of the actor: an external process dies with it), pause (SIGSTOP / SIGCONT to
+``pid()``: the scheduler's own process), node-kill (the Ray node and every process under it),
+restart (a new actor of the same name, as a Deployment would start a new pod).
+
+``observe(decisions_since)`` answers, in one round trip::
+
+    {"digest": {"name", "is_leader", "synced", "incarnation", "t", "tasks", "nodes", ...},
+     "stats": {"pid", "is_leader", "incarnation", "restarts", "last_error", counters...},
+     "decisions": [{"seq", "t", "op", ...}],      # seq > decisions_since, seq from 1 per generation
+     "staleness_ms": [...], "incarnation": int, "generation": str}
+
+``stats()["incarnation"]`` changing without the engine's doing is a life the instance began by
+itself (a lost lease, an exit): the recorder writes it as an internal restart (``lives.jsonl``).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["SchedulerInstanceProtocol", "SEAM_METHODS"]
+
+SEAM_METHODS = ("start", "stop", "observe", "decisions", "placement", "pid", "is_leader", "stats",
+                "chaos_call", "set_clock_rate", "ping")
+
+
+@runtime_checkable
+class SchedulerInstanceProtocol(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    async def observe(self, decisions_since: int = 0) -> dict[str, Any]: ...
+    async def decisions(self, since: int = 0) -> list[dict[str, Any]]: ...
+    async def placement(self) -> dict[str, Any]: ...     # {"node_id", "host", "pid"}
+    async def pid(self) -> int: ...                       # the process a pause stops
+    async def is_leader(self) -> bool: ...
+    async def stats(self) -> dict[str, Any]: ...
+    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict: ...
+    async def set_clock_rate(self, rate: float) -> None: ...
+    async def ping(self) -> str: ...

@@ -1,0 +1,401 @@
+"""The supervisor of one external scheduler instance: a ``vc-scheduler`` process run as a Deployment's
+pod would run it, behind the instance seam (``ha.runtime.external.protocol``).
+
+* ``start()`` writes the ``--scheduler-conf`` file and spawns the process (``volcano_argv``) with its
+  own ``--listen-address`` / ``--healthz-address`` (free loopback ports), ``DEBUG_SOCKET_DIR`` and
+  cache-dump directory (a temp dir per life), its stdout and stderr appended to ``log_path``. The
+  process gets ``PR_SET_PDEATHSIG(SIGKILL)``: when the supervisor's process dies (``ray.kill``, a
+  node-kill) the scheduler dies with it, as a container dies with its pod.
+* A watcher follows the process and its log. Volcano's own semantics are recorded, not papered
+  over: it creates the ``root`` and ``default`` queues at start, wins the Lease (``successfully
+  acquired lease``) and only then starts its informers (a cold standby), and exits when it loses
+  the lease (``klog.Fatalf("leaderelection lost")``). An exit is a life's end: after
+  ``restart_delay_s`` the process is started again (the kubelet restarting the container), the
+  incarnation + 1, and ``stats()`` says why the last one ended (``last_error``, ``exits``); the
+  recorder writes that life into ``lives.jsonl``.
+* Leadership: a life leads from the log line ``successfully acquired lease`` until it exits, while
+  the Lease (read from the store) still names the identity it won with; that identity
+  (``<hostname>_<uuid>``, which Volcano makes itself) is learnt from the Lease at that moment and
+  reported (``stats()["identity"]``, ``identities``), so a Lease holder maps back to the instance.
+* ``observe()`` gives the seam's tick: the digest, decisions and metrics come from
+  ``ha.runtime.external.observe.observe(handle, decisions_since)`` (the cache dump, the endpoint's
+  request log, /metrics); without it the digest holds leadership and life only.
+
+Chaos on watches and API calls acts at the instance's endpoint of the front (``kube_api``), never
+here: ``chaos_call`` answers empty.
+"""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ha.runtime.external.process import ExternalConfig, ProcessHandle, volcano_argv
+
+__all__ = ["ExternalScheduler", "create_external_actor", "LifeEnd"]
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_ACQUIRED = re.compile(r"successfully acquired lease (\S+)")
+_LOST = "leaderelection lost"
+_FATAL = re.compile(r"^(F\d{4} .*|panic: .*|fatal error: .*)$")
+_QUEUES = "Creating default queue and root queue"
+_STOP_GRACE_S = 5.0
+
+
+def _die_with_parent() -> None:          # preexec_fn: runs in the child before exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LifeEnd:
+    life: int
+    pid: int | None
+    t: float                    # wall clock
+    code: int | None
+    reason: str
+    was_leader: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Life:
+    handle: ProcessHandle
+    proc: subprocess.Popen
+    log_offset: int              # where this life's part of the log starts
+    acquired_at: float | None = None
+    queues_at: float | None = None
+    last_fatal: str | None = None
+    ended: LifeEnd | None = None
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+
+class ExternalScheduler:
+    """One external scheduler instance (plain asyncio; :func:`create_external_actor` is its Ray actor)."""
+
+    def __init__(self, cfg: ExternalConfig):
+        self.cfg = cfg
+        self.generation = uuid.uuid4().hex[:8]
+        self.life: _Life | None = None
+        self.ends: list[LifeEnd] = []
+        self.identities: dict[str, int] = {}       # Lease identity -> life
+        self.started_at: float | None = None
+        self.leader_transitions = 0
+        self._stopping = False
+        self._watcher: asyncio.Task | None = None
+        self._api = None
+        self._log_pos = 0
+        self._partial = b""
+        self._conf_path = os.path.join(cfg.workdir, "scheduler.conf")
+
+    # ------------------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self.life is not None:
+            return
+        os.makedirs(self.cfg.workdir, exist_ok=True)
+        os.makedirs(os.path.dirname(self.cfg.log_path) or ".", exist_ok=True)
+        with open(self._conf_path, "w") as f:
+            f.write(self.cfg.scheduler_conf_yaml)
+        self.started_at = time.time()
+        self._spawn(0)
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(), name=f"{self.cfg.name}-watch")
+
+    def _spawn(self, n: int) -> None:
+        cfg = self.cfg
+        tmp = tempfile.mkdtemp(prefix=f"vc-{cfg.name}-{n}-")
+        dump_dir, sock_dir = os.path.join(tmp, "dump"), os.path.join(tmp, "sock")
+        os.makedirs(dump_dir)
+        os.makedirs(sock_dir)
+        listen, healthz = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+        argv = volcano_argv(cfg, conf_path=self._conf_path, listen=listen, healthz=healthz, dump_dir=dump_dir)
+        with open(cfg.log_path, "ab") as f:
+            offset = f.tell()
+            f.write(f"=== {cfg.name} life {n} at {time.time():.3f}: {' '.join(argv)}\n".encode())
+        out = open(cfg.log_path, "ab")
+        env = dict(os.environ, DEBUG_SOCKET_DIR=sock_dir)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, cwd=cfg.workdir, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
+        finally:
+            out.close()
+        handle = ProcessHandle(instance=cfg.name, life=n, pid=proc.pid, argv=argv, dump_dir=dump_dir,
+                               socket_dir=sock_dir, metrics_url=f"http://{listen}/metrics",
+                               healthz_url=f"http://{healthz}/healthz", endpoint_url=cfg.endpoint_url,
+                               request_log=cfg.request_log, delivery_log=cfg.delivery_log,
+                               log_path=cfg.log_path, started_at=time.time(), extra={"tmp": tmp})
+        self.life = _Life(handle=handle, proc=proc, log_offset=offset)
+        log.info("%s: vc-scheduler life %d pid %d", cfg.name, n, proc.pid)
+
+    async def _watch(self) -> None:
+        """Follow the log and the process; start the next life after an exit."""
+        while not self._stopping:
+            await asyncio.sleep(0.1)
+            life = self.life
+            if life is None:
+                continue
+            await self._read_log(life)
+            code = life.proc.poll()
+            if code is None or life.ended is not None:
+                continue
+            await self._read_log(life)
+            self._end(life, code)
+            if self._stopping:
+                return
+            await asyncio.sleep(self.cfg.restart_delay_s)
+            if self._stopping:
+                return
+            self._spawn(life.handle.life + 1)
+
+    def _end(self, life: _Life, code: int | None, reason: str | None = None) -> None:
+        h = life.handle
+        if reason is None:
+            if life.last_fatal and _LOST in life.last_fatal:
+                reason = "leaderelection lost"
+            elif life.last_fatal:
+                reason = life.last_fatal[-300:]
+            elif code is not None and code < 0:
+                reason = f"signal {signal.Signals(-code).name}"
+            else:
+                reason = f"exit {code}"
+        end = LifeEnd(life=h.life, pid=h.pid, t=time.time(), code=code, reason=reason,
+                      was_leader=life.acquired_at is not None)
+        life.ended = end
+        h.exit_code, h.exit_reason = code, reason
+        self.ends.append(end)
+        tmp = h.extra.get("tmp")
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        log.info("%s: life %d ended: %s", self.cfg.name, h.life, reason)
+
+    async def _read_log(self, life: _Life) -> None:
+        try:
+            with open(self.cfg.log_path, "rb") as f:
+                f.seek(max(self._log_pos, life.log_offset))
+                data = f.read(4 << 20)
+                self._log_pos = f.tell()
+        except OSError:
+            return
+        if not data:
+            return
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if life.acquired_at is None and _ACQUIRED.search(line):
+                life.acquired_at = time.time()
+                life.events.append((life.acquired_at, "acquired"))
+                self.leader_transitions += 1
+                await self._learn_identity(life)
+            elif life.queues_at is None and _QUEUES in line:
+                life.queues_at = time.time()
+            if _FATAL.match(line):
+                life.last_fatal = line
+
+    # ------------------------------------------------------------------------------ the Lease
+    def _lease_api(self):
+        if self._api is None and self.cfg.redis_url:
+            from cluster_state.apiserver import ApiServerConfig
+            conf = self.cfg.api_server or ApiServerConfig()
+            self._api = conf.sync_client(self.cfg.redis_url, self.cfg.prefix)
+        return self._api
+
+    def _lease_holder(self) -> str | None:
+        api = self._lease_api()
+        if api is None:
+            return None
+        try:
+            obj = api.get("Lease", self.cfg.lease_name, self.cfg.lease_namespace)
+        except Exception:  # noqa: BLE001 — no Lease yet, or the store away: nobody known
+            return None
+        return ((obj.get("spec") or {}).get("holderIdentity")) or None
+
+    async def _learn_identity(self, life: _Life) -> None:
+        holder = await asyncio.to_thread(self._lease_holder)
+        if holder:
+            life.handle.identity = holder
+            self.identities[holder] = life.handle.life
+
+    # ------------------------------------------------------------------------------ queries
+    def running(self) -> bool:
+        life = self.life
+        return life is not None and life.ended is None and life.proc.poll() is None
+
+    def is_leader_now(self, *, check_lease: bool = True) -> bool:
+        life = self.life
+        if not self.running() or life.acquired_at is None:
+            return False
+        if not self.cfg.leader_elect:
+            return True
+        if not check_lease or life.handle.identity is None:
+            return True
+        holder = self._lease_holder()
+        return holder is None or holder == life.handle.identity
+
+    async def is_leader(self) -> bool:
+        return await asyncio.to_thread(self.is_leader_now)
+
+    @property
+    def incarnation(self) -> int:
+        return self.life.handle.life if self.life is not None else 0
+
+    async def pid(self) -> int:
+        return self.life.handle.pid if self.life is not None else os.getpid()
+
+    def _node_id(self) -> str | None:
+        return None
+
+    async def placement(self) -> dict:
+        return {"node_id": self._node_id(), "host": socket.gethostname(),
+                "pid": self.life.handle.pid if self.life is not None else None,
+                "supervisor_pid": os.getpid()}
+
+    async def handle(self) -> dict:
+        """The current life's :class:`ProcessHandle` as a dict (None before start)."""
+        return self.life.handle.to_dict() if self.life is not None else None
+
+    async def stats(self) -> dict:
+        life = self.life
+        h = life.handle if life is not None else None
+        leading = await asyncio.to_thread(self.is_leader_now)
+        last = self.ends[-1] if self.ends else None
+        return {"name": self.cfg.name, "implementation": "volcano", "version": self.cfg.version,
+                "pid": h.pid if h else None, "running": self.running(), "is_leader": leading,
+                "synced": life is not None and life.acquired_at is not None,
+                "incarnation": self.incarnation, "restarts": len(self.ends),
+                "leader_transitions": self.leader_transitions,
+                "identity": h.identity if h else None, "identities": dict(self.identities),
+                "last_error": last.reason if last else None,
+                "exits": [e.to_dict() for e in self.ends[-20:]],
+                "queues_created_at": life.queues_at if life else None,
+                "became_leader_at": life.acquired_at if life else None,
+                "started_at": self.started_at, "generation": self.generation,
+                "log_path": self.cfg.log_path}
+
+    def _digest(self, leading: bool) -> dict:
+        life = self.life
+        return {"name": self.cfg.name, "is_leader": leading, "incarnation": self.incarnation,
+                "synced": life is not None and life.acquired_at is not None, "t": time.time(),
+                "implementation": "volcano"}
+
+    async def observe(self, decisions_since: int = 0) -> dict:
+        stats = await self.stats()
+        digest = self._digest(stats["is_leader"])
+        out: dict[str, Any] = {"digest": digest, "stats": stats, "decisions": [], "staleness_ms": [],
+                               "incarnation": self.incarnation, "generation": self.generation}
+        if self.life is not None and self.running():
+            try:
+                from ha.runtime.external import observe as observation
+            except ImportError:
+                observation = None
+            if observation is not None:
+                try:
+                    got = await asyncio.to_thread(observation.observe, self.life.handle, decisions_since)
+                except Exception as e:  # noqa: BLE001 — a failed sample is a gap, not a crash
+                    stats["observe_error"] = str(e)[:300]
+                    got = {}
+                for k, v in (got or {}).items():
+                    if k == "digest":
+                        digest.update(v or {})
+                        digest["is_leader"] = stats["is_leader"]
+                    elif k == "stats":
+                        stats.update(v or {})
+                    else:
+                        out[k] = v
+        return out
+
+    async def decisions(self, since: int = 0) -> list[dict]:
+        return (await self.observe(since)).get("decisions") or []
+
+    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
+        return {}       # the endpoint of the front carries this instance's chaos
+
+    async def set_clock_rate(self, rate: float) -> None:
+        raise RuntimeError(f"{self.cfg.name}: clock-rate cannot act on an external process")
+
+    async def ping(self) -> str:
+        return self.cfg.name
+
+    async def wait_leading(self, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.life is not None and self.life.acquired_at is not None and self.running():
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    # ------------------------------------------------------------------------------ stop
+    async def stop(self) -> None:
+        """SIGTERM (after SIGCONT: a paused process cannot stop), SIGKILL after a grace."""
+        self._stopping = True
+        life = self.life
+        if life is not None and life.ended is None:
+            p = life.proc
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                try:
+                    p.send_signal(sig)
+                except ProcessLookupError:
+                    break
+            try:
+                await asyncio.to_thread(p.wait, _STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                await asyncio.to_thread(p.wait, 5)
+            await self._read_log(life)
+            self._end(life, p.returncode, reason="stopped")
+        if self._watcher is not None:
+            self._watcher.cancel()
+            try:
+                await self._watcher
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._watcher = None
+        if self._api is not None:
+            try:
+                self._api.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._api = None
+
+
+def create_external_actor(config: ExternalConfig, *, namespace: str | None = None, scheduling_strategy: Any = None):
+    """A named Ray async actor supervising ``config``'s process (never restarted by Ray: a restart
+    is the engine's, as for a model instance)."""
+    import ray
+
+    @ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=16)
+    class ExternalSchedulerActor(ExternalScheduler):
+        def _node_id(self) -> str | None:
+            return ray.get_runtime_context().get_node_id()
+
+    opts: dict[str, Any] = {"name": config.name}
+    if namespace:
+        opts["namespace"] = namespace
+    if scheduling_strategy is not None:
+        opts["scheduling_strategy"] = scheduling_strategy
+    return ExternalSchedulerActor.options(**opts).remote(config)
