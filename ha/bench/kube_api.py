@@ -120,6 +120,19 @@ def _watch_child(url: str, rv: int, n: int, q) -> None:
     q.put(_http_watch(url, rv, n))
 
 
+def _positive(name: str, value, default: int) -> int:
+    from ha.errors import BadInput
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise BadInput(f"bench kube-api: --param {name}={value!r}: expected a positive integer")
+    return n
+
+
 def _raw_child(url: str, rv: int, n: int, q) -> None:
     from cluster_state.client import ApiClient
     api = ApiClient.from_url(url, prefix=PREFIX)
@@ -142,13 +155,14 @@ def _raw_watch(api, rv: int, n: int) -> tuple[int, float]:
     return got, time.perf_counter() - t0
 
 
-def run(quick: bool = False) -> BenchResult:
+def run(quick: bool = False, pods: str | int | None = None, events: str | int | None = None) -> BenchResult:
+    """``pods`` / ``events`` (``--param pods=N``): other sizes than the defaults."""
     from cluster_state.client import ApiClient
     from cluster_state.embedded import EmbeddedRedis
     from cluster_state.gcpause import gc_paused
 
-    n_pods = 10_000 if quick else 100_000
-    n_watch_pods = 5_000 if quick else 20_000
+    n_pods = _positive("pods", pods, 10_000 if quick else 100_000)
+    n_watch_pods = min(n_pods, _positive("events", events, 5_000 if quick else 20_000))
     rounds = 2 if quick else 3
     ctx = mp.get_context("spawn")
     load_start = os.getloadavg()[0]
