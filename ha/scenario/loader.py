@@ -21,6 +21,7 @@ from typing import Any
 from cluster_state.quantity import QuantityError, format_quantity, parse_quantity
 from ha.errors import BadInput
 from ha.scheduler.actions import action_names
+from ha.scheduler.conf import FLAG_ALIASES, FLAG_NAMES
 from ha.scheduler.plugins import plugin_names
 
 __all__ = [
@@ -50,26 +51,10 @@ PG_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
-# Volcano's PluginOption enable flags (conf/scheduler_conf.go:54-104). Scenario files use the Go
-# field names in lowerCamel; the YAML keys of a production config are accepted as aliases.
-PLUGIN_FLAGS: dict[str, str] = {}
-for _go, _yaml in [
-    ("enabledJobOrder", "enableJobOrder"),
-    ("enabledHierarchy", "enableHierarchy"), ("enabledJobReady", "enableJobReady"),
-    ("enabledJobPipelined", "enableJobPipelined"), ("enabledTaskOrder", "enableTaskOrder"),
-    ("enabledPreemptable", "enablePreemptable"), ("enabledReclaimable", "enableReclaimable"),
-    ("enablePreemptive", "enablePreemptive"), ("enabledQueueOrder", "enableQueueOrder"),
-    ("enabledClusterOrder", "EnabledClusterOrder"), ("enabledPredicate", "enablePredicate"),
-    ("enabledBestNode", "enableBestNode"), ("enabledNodeOrder", "enableNodeOrder"),
-    ("enabledTargetJob", "enableTargetJob"), ("enabledReservedNodes", "enableReservedNodes"),
-    ("enabledJobEnqueued", "enableJobEnqueued"), ("enabledVictim", "enabledVictim"),
-    ("enabledJobStarving", "enableJobStarving"), ("enabledOverused", "enabledOverused"),
-    ("enabledAllocatable", "enabledAllocatable"), ("enabledHyperNodeOrder", "enabledHyperNodeOrder"),
-    ("enabledSubJobReady", "enabledSubJobReady"), ("enabledSubJobPipelined", "enabledSubJobPipelined"),
-    ("enabledSubJobOrder", "enabledSubJobOrder"), ("enabledHyperNodeGradient", "enabledHyperNodeGradient"),
-]:
-    PLUGIN_FLAGS[_go] = _go
-    PLUGIN_FLAGS[_yaml] = _go
+# Volcano's PluginOption enable flags: one table, the model's (ha.scheduler.conf). A file may spell a
+# flag as the Go field in lowerCamel (what scenario files use), the Go field, Volcano's YAML key or
+# the attribute name; the loader keeps the lowerCamel Go field.
+PLUGIN_FLAGS: dict[str, str] = {alias: FLAG_NAMES[attr] for alias, attr in FLAG_ALIASES.items()}
 
 
 class ScenarioError(BadInput):

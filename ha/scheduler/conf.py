@@ -18,7 +18,7 @@ from ha.errors import BadInput
 
 __all__ = [
     "PluginOption", "Tier", "Configuration", "Arguments", "SchedulerConf", "default_conf",
-    "ENABLED_FLAGS", "FLAG_ALIASES", "known_actions", "get_arg_of_action_from_conf",
+    "ENABLED_FLAGS", "FLAG_ALIASES", "FLAG_NAMES", "known_actions", "get_arg_of_action_from_conf",
 ]
 
 
@@ -69,6 +69,9 @@ DEFAULTED_FLAGS: tuple[str, ...] = tuple(f for f in ENABLED_FLAGS
 def _lower_first(s: str) -> str:
     return s[:1].lower() + s[1:]
 
+
+# attribute name -> the spelling a scenario file and a PluginSpec use (the Go field in lowerCamel)
+FLAG_NAMES: dict[str, str] = {attr: _lower_first(names[0]) for attr, names in _FLAG_GO_NAMES.items()}
 
 # every spelling of a flag a file may use -> its attribute name
 FLAG_ALIASES: dict[str, str] = {}
