@@ -1,0 +1,173 @@
+"""The real vc-scheduler (v1.14.1, built unmodified) as the testbed's scheduler instances.
+
+Each test runs an experiment with ``schedulers.implementation: volcano`` on the live engine: three
+vc-scheduler processes, each supervised by its Ray actor and talking to its own endpoint of the
+Kubernetes API front, over the suite's real Redis. What is asserted is read from what the run left:
+the truth (every API event), the Lease history, the lives, each endpoint's request and delivery logs.
+
+Skipped, with the reason, when Go is missing or the binary is not built and
+``HA_TESTBED_BUILD_VOLCANO`` is unset (with it set, the binary is built first: a cold build takes
+many minutes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ha.experiment.config import parse_experiment
+from ha.experiment.history import History
+from ha.experiment.runner import ExperimentRunner
+
+
+def _binary_or_skip() -> None:
+    from ha.runtime.external.volcano import built_binary
+    if built_binary("v1.14.1") is not None:
+        return
+    if shutil.which("go") is None:
+        pytest.skip("vc-scheduler v1.14.1 is not built and Go is not installed")
+    if not os.environ.get("HA_TESTBED_BUILD_VOLCANO"):
+        pytest.skip("vc-scheduler v1.14.1 is not built (`ha-testbed volcano build v1.14.1`, or set "
+                    "HA_TESTBED_BUILD_VOLCANO=1 to build it here)")
+    from ha.volcano.build import build
+    build("v1.14.1")
+
+
+BASE = {
+    "seed": 5,
+    "cluster": {"nodes": 4, "node": {"cpu": 8, "memory": "32Gi", "pods": 110}},
+    "queues": [{"name": "q1", "weight": 1}],
+    "workload": {"arrivals": "poisson", "rate": "2/s", "gang_size": [2, 4], "runtime": ["1s", "3s"],
+                 "queues": ["q1"], "request": {"cpu": 1, "memory": "1Gi"}},
+    "schedulers": {"instances": 3, "implementation": "volcano", "period": "300ms",
+                   "lease": {"duration": "3s", "renew_deadline": "2s", "retry": "500ms"}},
+    "measure": {"every": "500ms"},
+}
+
+
+def _run(tmp_path: Path, redis_url: str, name: str, **more) -> Path:
+    _binary_or_skip()
+    doc = {**BASE, "name": name, **more}
+    exp = parse_experiment(doc, source=f"<{name}>")
+    out = tmp_path / name
+    outcome = ExperimentRunner(exp, out, redis_url=redis_url, source=f"<{name}>",
+                               console=Console(record=True, width=120), progress=False, report=False).run()
+    assert not outcome.interrupted
+    return out
+
+
+def _requests(out: Path, instance: str) -> list[dict]:
+    p = out / "kube-api" / instance / "requests.jsonl"
+    return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+
+
+def _binds(out: Path, instance: str) -> list[dict]:
+    return [r for r in _requests(out, instance) if r.get("subresource") == "binding" and r.get("code") == 201]
+
+
+def _pods(history: History) -> tuple[dict[str, dict], dict[str, str]]:
+    """Every pod's last state and, per pod, its PodGroup (from the truth)."""
+    last: dict[str, dict] = {}
+    for ev in history.events():
+        if ev["kind"] != "Pod":
+            continue
+        md = ev["object"]["metadata"]
+        last[f"{md['namespace']}/{md['name']}"] = ev["object"]
+    group = {k: (o["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name", "")
+             for k, o in last.items()}
+    return last, group
+
+
+def _identity_map(history: History) -> dict[str, str]:
+    return {r["identity"]: r["instance"] for r in history.lives() if r.get("event") == "leading"}
+
+
+def test_three_instances_bind_every_pod_of_a_gang_workload(tmp_path, redis_url, ray_session):
+    out = _run(tmp_path, redis_url, "volcano-binds", duration="14s")
+    h = History(out)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["scheduler"]["version"] == "v1.14.1"
+    assert "closest release to v1.14.0" in metrics["scheduler"]["note"]
+
+    # every pod of the workload that had time to be scheduled (created 3 s before the end) is bound,
+    # and no gang is bound in part
+    last, group = _pods(h)
+    assert len(last) >= 20
+    t_end = max(float(o["metadata"]["creationTimestamp"]) for o in last.values())
+    old = {k: o for k, o in last.items() if float(o["metadata"]["creationTimestamp"]) < t_end - 3}
+    unbound = sorted(k for k, o in old.items() if not o["spec"].get("nodeName"))
+    assert not unbound, f"never bound: {unbound}"
+    by_group: dict[str, list[bool]] = defaultdict(list)
+    for k, o in last.items():
+        by_group[group[k]].append(bool(o["spec"].get("nodeName")))
+    partial = {g: b for g, b in by_group.items() if any(b) and not all(b)}
+    assert not partial, f"gangs bound in part: {partial}"
+
+    # one leader bound them all; the standbys stayed cold: they never listed or watched pods
+    names = ["scheduler-1", "scheduler-2", "scheduler-3"]
+    ids = _identity_map(h)
+    assert len(ids) == 1, ids
+    leader = next(iter(ids.values()))
+    assert len(_binds(out, leader)) == sum(1 for o in last.values() if o["spec"].get("nodeName"))
+    for n in names:
+        reqs = _requests(out, n)
+        # every instance creates the root and default queues at start, before its lease calls
+        first_lease = next(i for i, r in enumerate(reqs) if r.get("resource") == "leases")
+        queue_posts = [r for r in reqs[:first_lease] if r.get("resource") == "queues" and r["verb"] == "create"]
+        assert len(queue_posts) == 2 and all(r["code"] in (201, 409) for r in queue_posts), queue_posts
+        pod_reads = [r for r in reqs if r.get("resource") == "pods" and r["verb"] in ("list", "watch")]
+        if n == leader:
+            assert pod_reads
+        else:
+            assert not pod_reads and not _binds(out, n), f"standby {n} read or bound pods"
+    # the Lease history names the leader's identity, and the history has its life
+    assert [rec["holder"] for rec in h.leases()][:1] == [next(iter(ids))]
+
+
+def test_leader_kill_fails_over_and_a_watch_delay_shows_in_that_endpoints_delivery_log(
+        tmp_path, redis_url, ray_session):
+    chaos = [
+        # the leader's pod watch is held back 1.5 s per event, from 1 s until the end
+        {"at": "1s", "for": "30s", "fault": "watch-delay", "target": "leader", "kinds": ["Pod"],
+         "delay": {"dist": "fixed", "value": "1500ms"}},
+        {"at": "7s", "fault": "kill", "target": "leader"},
+    ]
+    out = _run(tmp_path, redis_url, "volcano-failover", duration="20s", chaos=chaos)
+    h = History(out)
+    lives = h.lives()
+    kill = next(r for r in lives if r["event"] == "kill")
+    assert kill["was_leader"] is True
+    old = kill["instance"]
+    ids = _identity_map(h)
+    assert ids.get([r for r in lives if r["event"] == "leading" and r["instance"] == old][0]["identity"]) == old
+    # a new leader: another instance's identity took the Lease after the kill ...
+    after = [rec for rec in h.leases() if rec["t"] > kill["t"]]
+    assert after, "nobody took the Lease after the leader was killed"
+    new = ids.get(after[0]["holder"])
+    assert new is not None and new != old, (after[0], ids)
+    # ... and bound pods through its own endpoint, all after the kill
+    new_binds = _binds(out, new)
+    assert new_binds, f"the new leader {new} bound nothing"
+    first_new = min(r["t"] for r in new_binds)
+    old_binds = _binds(out, old)
+    assert old_binds and max(r["t"] for r in old_binds) < first_new
+
+    # the watch delay acted at the killed leader's endpoint only: its pod events were delivered
+    # 1.5 s after the endpoint read them; the new leader's endpoint delivered at once
+    from cluster_state.delivery import read_delivery_log
+
+    def delays(instance: str) -> list[float]:
+        _, recs = read_delivery_log(out / "kube-api" / instance / "delivery.log")
+        return [r["delivered"] - r["recv"] for r in recs
+                if r.get("kind") == "Pod" and r.get("type") in ("ADDED", "MODIFIED", "DELETED")
+                and not r.get("initial") and r.get("recv") is not None and r.get("delivered") is not None]
+    d_old, d_new = delays(old), delays(new)
+    assert d_old and d_new
+    held = [d for d in d_old if d >= 1.4]
+    assert len(held) >= len(d_old) // 2, (len(held), len(d_old))
+    assert max(d_new) < 1.0, max(d_new)
