@@ -6,6 +6,10 @@
   list indices, ``chaos[0].delay.mean``, ``schedulers.instances``; ``[*]`` applies the value to
   every element of a list that has the next key (``chaos[*].delay``: every entry with a delay). Values are read as YAML scalars (``3`` an
   int, ``1s`` a string, ``true`` a bool). Commas inside brackets or braces do not split values.
+* ``--set schedulers.implementation=model,volcano`` is the implementation axis: the model and the
+  real vc-scheduler on the same experiment (a volcano cell's standbys are cold, as
+  ``--implementation volcano`` makes them; ``--set schedulers.volcano.version=...`` or
+  ``schedulers.volcano.source=...`` pick the binary). Volcano cells need ``--engine live``.
 * Every cell's experiment is validated before anything runs: a bad path or value is
   :class:`BadInput` naming the ``--set`` entry, the path and the problem (exit 2).
 
@@ -238,6 +242,13 @@ class Grid:
         for k, text in cell.assign:
             s = by_key[k]
             apply_path(d, s.path, s.values[s.texts.index(text)], k)
+        assigned = dict(cell.assign)
+        sched = d.get("schedulers")
+        if (assigned.get("schedulers.implementation") == "volcano" and "schedulers.standby" not in assigned
+                and isinstance(sched, dict)):
+            # the implementation axis: vc-scheduler's standbys are cold whatever the model's file says
+            # (as --implementation volcano does)
+            sched["standby"] = "cold"
         return d
 
     def experiment(self, cell: Cell) -> Experiment:
