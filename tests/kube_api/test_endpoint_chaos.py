@@ -186,3 +186,32 @@ def test_request_log_file(kube_front, tmp_path):
     from cluster_state.delivery import read_delivery_log
     header, recs = read_delivery_log(tmp_path / "kube-api" / I1 / "delivery.log")
     assert header["instance"] == I1 and [r["type"] for r in recs] == ["LIST"]
+
+
+def test_partition_ends_the_endpoints_watches_and_a_rewatch_after_heal_resumes(kube_front):
+    e1 = kube_front.add_endpoint(I1, partition_proxy=True)
+    api = kube_front.api
+    rv = api.current_resource_version()
+    with WatchReader(e1.url, f"/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=30") as w:
+        api.create(pod("a"))
+        _, ev = w.next(10)
+        assert ev["type"] == "ADDED"
+        last = ev["object"]["metadata"]["resourceVersion"]
+        kube_front.front.run(_call(e1.partition))
+        api.create(pod("b"))                       # written while the endpoint is cut off
+        _, ev = w.next(15)
+        assert ev["type"] == "ERROR" and ev["object"]["code"] == 503
+        assert w.next(10) is None
+    kube_front.front.run(_call(e1.heal))
+    deadline = time.monotonic() + 10
+    while True:                                    # the client's retry, as client-go's reflector does
+        r = WatchReader(e1.url, f"/api/v1/pods?watch=true&resourceVersion={last}&timeoutSeconds=10")
+        try:
+            got = r.next(10)
+        finally:
+            r.close()
+        if got and got[1]["type"] == "ADDED":
+            assert got[1]["object"]["metadata"]["name"] == "b"   # nothing missed
+            break
+        assert time.monotonic() < deadline, got
+        time.sleep(0.2)
