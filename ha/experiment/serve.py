@@ -217,7 +217,7 @@ def run_with_kube_api(path, *, address: str = "127.0.0.1", port: int = 0, **run_
         try:
             ep = front.add_endpoint("observer", port=port)
         except OSError as e:
-            raise BadInput(f"--kube-api-port {port}: cannot listen on {address}: {e}") from None
+            raise BadInput(f"--kube-api: cannot listen on {address}:{port}: {e}") from None
         write_kubeconfig(runner.out / "kubeconfig", ep.url)
         runner.console.print(f"kube-api: {ep.url} (kubeconfig {runner.out / 'kubeconfig'})")
 
