@@ -146,3 +146,10 @@ def test_serve_instance_endpoint_gets_the_experiments_watch_faults(tmp_path):
     lag2 = [abs(arrivals["scheduler-2"][k] - arrivals["observer"][k]) for k in common]
     assert min(lag1) >= 0.6, sorted(lag1)[:5]
     assert max(lag2) < 0.4, sorted(lag2)[-5:]
+
+
+def test_run_kube_api_needs_the_live_engine(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "ha.cli", "run", str(EXAMPLE), "--kube-api", "--engine", "sim",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--kube-api" in r.stderr and "live engine" in r.stderr
+    assert not (tmp_path / "o").exists()
