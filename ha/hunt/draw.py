@@ -7,8 +7,8 @@ function of its arguments: the same hunt seed and run index give the same experi
 (one ``random.Random`` seeded from the text ``hunt:<seed>:<index>``; nothing else is read). Every
 value is drawn:
 
-* the cluster: 2–10 nodes of 4–16 cpu, sometimes racks and spines as HyperNodes (then some gangs
-  ask for hard network topology);
+* the cluster: 2–8 nodes of 4–16 cpu, sometimes racks and spines as HyperNodes (then some gangs
+  ask for hard network topology, and the configuration has the network-topology-aware plugin);
 * 1–3 queues with weights, the workload's arrival rate, gang sizes, runtimes, priority classes and
   the request per pod; arrivals stop before the quiet tail (below);
 * the scheduler instances (1–4), their mode (mostly leader-elected, some shadow and active-active),
@@ -206,6 +206,13 @@ def draw_experiment(seed: int, index: int, profile: str, switches: dict[str, boo
                           [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}]]}
         if topology:
             conf["tiers"][1].append({"name": "network-topology-aware"})
+    if conf is None and "network_topology" in wl:
+        # hard-topology gangs need the plugin that keeps them in one domain: Volcano's default
+        # configuration, made explicit, plus network-topology-aware
+        conf = {"actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+                "tiers": [[{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+                          [{"name": "overcommit"}, {"name": "drf"}, {"name": "predicates"}, {"name": "proportion"},
+                           {"name": "nodeorder"}, {"name": "network-topology-aware"}]]}
     exp: dict[str, Any] = {"name": experiment_name(seed, index), "seed": r.randrange(1 << 31),
                            "duration": f"{duration}s", "profile": profile}
     if switches:

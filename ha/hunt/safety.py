@@ -10,7 +10,7 @@ predicate is also what shrinks it.
 | ``split_brain`` | ``split_brain_writes>0``: a write by an instance the Lease said did not lead | runs with fencing on (``schedulers.fencing``) |
 | ``fatal_cache_error`` | ``fatal_cache_errors>0``: a modelled ``klog.Fatalf`` | every run |
 | ``partial_gang_bind`` | ``partial_gang_binds>0``: binds of a gang while fewer than minMember were placed | not active-active |
-| ``topology`` | ``topology_violations>0``: a hard-topology gang split across domains | runs with hard-topology gangs (else the metric is absent) |
+| ``topology`` | ``topology_violations>0``: a hard-topology gang split across domains | runs with hard-topology gangs (else the metric is absent) whose configuration has the network-topology-aware plugin (without it nothing promises the placement) |
 | ``convergence`` | ``convergence.ok==false``: some live cache did not settle after the last fault (:class:`SettledConvergence`: with a tail long enough to judge) | every run |
 | ``when`` | the user's ``--when EXPR`` | every run |
 
@@ -85,6 +85,11 @@ def _not_active_active(exp: Mapping[str, Any]) -> bool:
     return _mode(exp) != "active-active"
 
 
+def _topology_aware(exp: Mapping[str, Any]) -> bool:
+    conf = exp.get("scheduler_conf") or {}
+    return any(p.get("name") == "network-topology-aware" for tier in conf.get("tiers") or [] for p in tier)
+
+
 def _fenced(exp: Mapping[str, Any]) -> bool:
     return bool((exp.get("schedulers") or {}).get("fencing")) and _not_active_active(exp)
 
@@ -101,7 +106,7 @@ PROPERTIES: tuple[SafetyProperty, ...] = (
     SafetyProperty("partial_gang_bind", "partial_gang_binds>0", "partial_gang_binds",
                    "no gang bound below its minMember", _not_active_active),
     SafetyProperty("topology", "topology_violations>0", "topology_violations",
-                   "hard-topology gangs stay inside one allowed domain"),
+                   "hard-topology gangs stay inside one allowed domain", _topology_aware),
     SafetyProperty("convergence", CONVERGENCE_WHEN, "convergence",
                    "every live cache converges after the last fault"),
 )

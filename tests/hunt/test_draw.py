@@ -73,4 +73,7 @@ def test_the_draw_varies_the_cluster_the_workload_and_the_instances():
     assert len({tuple(d["workload"]["gang_size"]) for d in ds}) >= 5
     assert any("topology" in d["cluster"] for d in ds)
     assert any("network_topology" in d["workload"] for d in ds)
+    for d in ds:     # a hard-topology gang always meets the plugin that keeps its promise
+        if "network_topology" in d["workload"]:
+            assert "network-topology-aware" in [p["name"] for t in d["scheduler_conf"]["tiers"] for p in t]
     assert any("priority_classes" in d["workload"] for d in ds)

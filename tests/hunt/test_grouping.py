@@ -65,6 +65,11 @@ def test_judge_skips_absent_metrics_and_modes_that_do_not_apply():
     assert "split_brain" not in judged                                   # no fencing in the run
     bad, judged = judge(summary, {"schedulers": {"mode": "active-active"}}, props)
     assert sorted(v.oracle for v in bad) == ["when"]
+    # a topology violation counts only where the configuration has the plugin that promises it
+    topo = {"topology_violations": {"count": 1, "examples": []}}
+    assert not judge(topo, {}, props)[0]
+    aware = {"scheduler_conf": {"tiers": [[{"name": "gang"}], [{"name": "network-topology-aware"}]]}}
+    assert [v.oracle for v in judge(topo, aware, props)[0]] == ["topology"]
     with pytest.raises(BadInput):
         properties("overcommit_violations >")
 
