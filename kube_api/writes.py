@@ -92,6 +92,30 @@ def _log(ctx: RequestContext, code: int, t0: float, extra: dict, **more) -> None
     ctx.endpoint.log_request(ctx.verb, ctx.resource, ctx.namespace, ctx.name, ctx.subresource, code, **rec)
 
 
+def _note_written(extra: dict, obj: dict | None, kind: str) -> None:
+    """Facts of a successful write for the request log, so that a scheduler's decisions can be
+    read from it alone (ha/runtime/external/observe): the object's ``uid`` and ``rv``; for a Pod
+    also ``nodeName``, ``nominatedNodeName`` and ``conditions`` ({type: "status/reason"}), which
+    tell a nomination (a status write setting nominatedNodeName) and an eviction (Volcano's
+    DisruptionTarget status write before its DELETE) apart from other status writes."""
+    if not isinstance(obj, dict):
+        return
+    md = obj.get("metadata") or {}
+    if md.get("uid"):
+        extra["uid"] = md["uid"]
+    if md.get("resourceVersion") is not None:
+        extra["rv"] = md["resourceVersion"]
+    if kind != "Pod":
+        return
+    st = obj.get("status") or {}
+    extra["nodeName"] = (obj.get("spec") or {}).get("nodeName") or ""
+    extra["nominatedNodeName"] = st.get("nominatedNodeName") or ""
+    conds = {c.get("type"): f"{c.get('status', '')}/{c.get('reason') or ''}"
+             for c in st.get("conditions") or () if isinstance(c, dict) and c.get("type")}
+    if conds:
+        extra["conditions"] = conds
+
+
 async def _route(ctx: RequestContext, extra: dict) -> web.Response:
     r, method, sub = ctx.resource, ctx.request.method, ctx.subresource
     dry = _dry_run(ctx)
@@ -442,7 +466,9 @@ async def _write(ctx: RequestContext, new: dict, current: dict | None, *, status
                 checked["status"] = current.get("status", {})
             return checked
         try:
-            return await ctx.endpoint.call(op, obj)
+            out = await ctx.endpoint.call(op, obj)
+            _note_written(extra, out, kind)
+            return out
         except Conflict as e:
             if user_rv is not None or rv is None or "resourceVersion" not in str(e.field or ""):
                 raise _store_error(e, r, ctx.name) from None
@@ -742,8 +768,12 @@ async def _delete_object(ctx: RequestContext, opts: dict, dry: bool, extra: dict
             return current
         rv = opts["rv"] if opts["rv"] is not None else (_rv_of(current) if current is not None else None)
         try:
-            return await ctx.endpoint.call("delete", r.store_kind, name, ctx.namespace,
-                                           grace_period_seconds=grace, resource_version=rv)
+            out = await ctx.endpoint.call("delete", r.store_kind, name, ctx.namespace,
+                                          grace_period_seconds=grace, resource_version=rv)
+            _note_written(extra, current if current is not None else out, r.kind)
+            if isinstance(out, dict) and (out.get("metadata") or {}).get("resourceVersion") is not None:
+                extra["rv"] = out["metadata"]["resourceVersion"]     # the delete's own RV
+            return out
         except Conflict as e:
             if opts["rv"] is None and rv is not None:
                 await _pause()
@@ -795,6 +825,7 @@ async def _bind(ctx: RequestContext, dry: bool, extra: dict, *, legacy: bool = F
     extra["op"] = "bind"
     extra["node"] = node
     pod = await _call(ctx, "bind", ctx.namespace, name, node, uid=uid or None, name=name, resource=r)
+    _note_written(extra, pod, "Pod")
     # setPodNodeAndMetadata copies the Binding's annotations onto the pod
     have = (pod.get("metadata") or {}).get("annotations") or {}
     changed = {k: v for k, v in (ann or {}).items() if have.get(k) != v}

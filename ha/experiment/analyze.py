@@ -80,8 +80,13 @@ def _base_rows(h: History) -> list[list[dict[str, Any]]]:
                 rvs = st.get("rvs") or {}
                 row.update({"is_leader": int(bool(st.get("is_leader"))),
                             "rv": max(rvs.values()) if rvs else None, "sessions": st.get("sessions")})
-                counts = _status_counts(name, st, last_counts)
-                row.update({f"tasks_{s.lower()}": counts[s] for s in TASK_STATUSES})
+                if (st.get("unobserved") or {}).get("cache"):
+                    # an external instance whose cache could not be sampled: blank, not zero
+                    row.update({f"tasks_{s.lower()}": None for s in TASK_STATUSES})
+                    last_counts.pop(name, None)
+                else:
+                    counts = _status_counts(name, st, last_counts)
+                    row.update({f"tasks_{s.lower()}": counts[s] for s in TASK_STATUSES})
                 for k in ("binds", "bind_conflicts", "bind_errors", "evictions"):
                     row[k] = int(counters.get(k) or 0) + c.get(k, 0)
             rows.append(row)

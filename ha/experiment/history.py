@@ -15,6 +15,7 @@ of any results folder. docs/results-format.md documents every file and field; in
     history/faults.jsonl     every nemesis action
     history/leases.jsonl     the Lease whenever it changes
     history/lives.jsonl      instance lives: start / kill / crash / pause / resume / restart / stop
+    history/scrapes.jsonl    /metrics scrapes of external (real vc-scheduler) instances, if any
     history/final.json       written at the end: final counters, cluster stats, final API state
 
 Time base: every ``t`` is run seconds (since the run's start, monotonic), except
@@ -131,6 +132,9 @@ class HistoryWriter:
         for k in ("incarnation", "log_seq"):
             if s.get(k) is not None:
                 rec[k] = s[k]
+        if s.get("unobserved"):
+            # what could not be observed of this instance this tick, and why (an external process)
+            rec["unobserved"] = dict(sorted(s["unobserved"].items()))
         prev = self._prev.get(name)
         if prev is None or prev[0] != gen:
             rec["full"] = True
@@ -164,6 +168,15 @@ class HistoryWriter:
         if ms:
             self._files["staleness"].write(_dumps({"t": round(float(t), 6), "instance": instance,
                                                    "generation": int(generation), "ms": ms}) + "\n")
+
+    def scrape(self, t: float, instance: str, generation: int, rec: Mapping[str, Any]) -> None:
+        """One /metrics scrape of an external instance (``scrapes.jsonl``, created on first use so
+        histories without one are unchanged)."""
+        f = self._files.get("scrapes")
+        if f is None:
+            f = self._files["scrapes"] = open(self.dir / "scrapes.jsonl", "a", encoding="utf-8")
+        f.write(_dumps({"t": round(float(t), 6), "instance": instance, "generation": int(generation),
+                        **rec}) + "\n")
 
     def fault(self, rec: Mapping[str, Any]) -> None:
         self._line("faults", dict(rec))
@@ -296,6 +309,10 @@ class History:
 
     def faults(self) -> list[dict[str, Any]]:
         return self._lines("faults")
+
+    def scrapes(self) -> list[dict[str, Any]]:
+        """/metrics scrapes of external instances (empty for model runs)."""
+        return self._lines("scrapes")
 
     def leases(self) -> list[dict[str, Any]]:
         return self._lines("leases")

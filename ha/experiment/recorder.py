@@ -132,6 +132,8 @@ class Recorder:
                 st = d.get("staleness_ms")
                 if st:
                     self.writer.staleness(round(t, 4), ob.name, ob.generation, list(st))
+                if d.get("scrape"):     # an external instance's /metrics
+                    self.writer.scrape(round(t, 4), ob.name, ob.generation, d["scrape"])
             instances[ob.name] = rec
         self.writer.tick(round(t, 4), rv_before, rv_after, instances)
         if rv_after is not None:

@@ -420,11 +420,12 @@ def reference_checker(attr: str, none_reason: str, column_names: tuple[str, ...]
     (``divergence`` / ``resource``); the columns are taken from its per-tick rows."""
     def check(h):
         from ha.experiment.checkers import Absent
+        from ha.experiment.checkers._unobserved import absent_reason, with_unobserved
         rp = reference_pass(h)
         if rp.absent:
             return Absent(rp.absent)
         s = getattr(rp, attr).summary()
-        return s if s is not None else Absent(none_reason)
+        return with_unobserved(h, "cache", s) if s is not None else Absent(absent_reason(h, "cache", none_reason))
 
     def columns(h):
         rp = reference_pass(h)

@@ -84,8 +84,10 @@ def _pass(h):
 
 
 def check(h):
+    from ha.experiment.checkers._unobserved import absent_reason, with_unobserved
     s = _pass(h)[0].summary()
-    return s if s is not None else Absent("never two instances with synced caches in one tick")
+    return with_unobserved(h, "cache", s) if s is not None else \
+        Absent(absent_reason(h, "cache", "never two instances with synced caches in one tick"))
 
 
 def columns(h):

@@ -18,9 +18,12 @@ def check(h):
     for line in h.staleness():
         per.setdefault(str(line["instance"]), []).extend(line.get("ms") or [])
     stats = {n: _percentiles(xs) for n, xs in sorted(per.items()) if xs}
+    from ha.experiment.checkers._unobserved import absent_reason, unobserved
     if not stats:
-        return Absent("no informer staleness samples (no write-time stamps)")
-    return stats
+        return Absent(absent_reason(h, "staleness_ms", "no informer staleness samples (no write-time stamps)"))
+    u = {n: e for n, e in unobserved(h, "staleness_ms").items() if n not in stats}
+    # the shape stays {instance: percentiles}; an instance measured by no sample says why instead
+    return {**stats, **{n: {"unobserved": e["reason"], "ticks": e["ticks"]} for n, e in u.items()}}
 
 
 def columns(h):

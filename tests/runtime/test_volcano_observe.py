@@ -1,0 +1,313 @@
+"""The observation of a real vc-scheduler (ha/runtime/external/observe) on output the real binary
+wrote: a cache dump (SIGUSR1), a /metrics page and an endpoint's request log, captured from
+vc-scheduler v1.14.1 running a preempting scheduler configuration against ``ha-testbed serve``
+(tests/data/volcano/README.md says how). The dumper's file protocol is also driven by a small
+process that writes snapshot files as Volcano does (truncate, write the sections one by one).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ha.experiment.oracles import task_entry
+from ha.experiment.results import task_status_counts
+from ha.runtime.external.observe.cache_dump import (TASK_STATUS_NAMES, CacheDumper, CacheDumpError,
+                                                    CacheDumpUnavailable, dump_digest, parse_dump)
+from ha.runtime.external.observe.metrics import (MetricsFormatError, histogram_quantile, parse_prometheus,
+                                                 volcano_figures)
+from ha.runtime.external.observe.request_log import DecisionExtractor, RequestLogTail
+from ha.scheduler.api.types import TaskStatus
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "volcano"
+
+
+def _text(name: str) -> str:
+    with gzip.open(DATA / name, "rt", encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def dump_text() -> str:
+    return _text("cache-dump-v1.14.1.json.gz")
+
+
+@pytest.fixture(scope="module")
+def raw_sections(dump_text) -> list:
+    return [json.loads(line) for line in dump_text.splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------------------------ cache dump
+
+def test_status_numbers_are_the_models(dump_text):
+    """Volcano's TaskStatus numbers name the same statuses as the model's enum."""
+    for n, name in TASK_STATUS_NAMES.items():
+        assert str(TaskStatus(n)) == name
+
+
+def test_real_dump_parses_into_the_models_digest(dump_text, raw_sections):
+    assert len(raw_sections) == 6          # Volcano encodes six values, one per line
+    dump = parse_dump(dump_text, "real")
+    d = dump_digest(dump)
+    # every task of every job, with Volcano's status number spelled as the model spells it
+    expected = {}
+    for job in raw_sections[5].values():
+        for t in job["Tasks"].values():
+            expected[t["UID"]] = [str(TaskStatus(t["Status"])), t["NodeName"]]
+    for node in raw_sections[0].values():
+        for t in node["Tasks"].values():
+            expected.setdefault(t["UID"], [str(TaskStatus(t["Status"])), t["NodeName"]])
+    assert d["tasks"] == expected
+    counts = task_status_counts(d["tasks"])
+    assert sum(counts.values()) == len(expected) == 16
+    # this capture holds a preemption in flight: the victim Releasing, others Bound/Running/...
+    assert {s for s, n in counts.items() if n} == {"PENDING", "BOUND", "RUNNING", "RELEASING", "SUCCEEDED"}
+    releasing = [u for u, e in d["tasks"].items() if task_entry(e)[0] == "RELEASING"]
+    assert len(releasing) == 1 and d["tasks"][releasing[0]][1] == "node-2"
+    assert all(e[1] == "" for e in d["tasks"].values() if e[0] == "Pending")
+    # nodes in plain units; Volcano keeps Idle + Used = Allocatable on each node
+    assert set(d["nodes"]) == {"node-1", "node-2"}
+    for name, n in d["nodes"].items():
+        alloc = raw_sections[0][name]["Allocatable"]
+        assert n["idle"]["cpu"] + n["used"]["cpu"] == alloc["MilliCPU"] == 4000
+        assert n["idle"]["memory"] + n["used"]["memory"] == alloc["Memory"]
+        assert n["idle"]["pods"] + n["used"]["pods"] == 110
+        assert n["pipelined"] == {}
+    assert d["nodes"]["node-2"]["releasing"] == {"cpu": 1000, "memory": 1073741824, "pods": 1}
+    assert d["nodes"]["node-1"]["releasing"] == {}
+    # the RVs: the newest object of each kind the cache holds
+    pods = [int(t["Pod"]["metadata"]["resourceVersion"]) for j in raw_sections[5].values()
+            for t in j["Tasks"].values()]
+    assert d["rvs"]["Pod"] == max(pods)
+    assert d["rvs"]["PodGroup"] == max(int(j["PodGroup"]["metadata"]["resourceVersion"])
+                                       for j in raw_sections[5].values())
+    assert d["rvs"]["Node"] == max(int(n["Node"]["metadata"]["resourceVersion"]) for n in raw_sections[0].values())
+
+
+def test_a_dump_cut_short_or_wrong_is_named(dump_text):
+    cut = dump_text[: len(dump_text) * 2 // 3]
+    with pytest.raises(CacheDumpError, match=r"snap\.json: section 6 \(Jobs\) is not complete JSON"):
+        parse_dump(cut, "snap.json")
+    first_line = dump_text.split("\n", 1)[0] + "\n"
+    with pytest.raises(CacheDumpError, match=r"1 of 6 sections \(missing HyperNodesSetByTier"):
+        parse_dump(first_line, "snap.json")
+    with pytest.raises(CacheDumpError, match="unexpected data after the 6 sections"):
+        parse_dump(dump_text + "{}\n", "snap.json")
+    bad = dump_text.replace('"Status":32', '"Status":3', 1)
+    assert bad != dump_text
+    with pytest.raises(CacheDumpError, match=r"snap\.json: Nodes\[node-\d\]\.Tasks\[default/job-\d+-\d\]\.Status: 3 is not a TaskStatus"):
+        dump_digest(parse_dump(bad, "snap.json"))
+
+
+# A stand-in for vc-scheduler's dumper's file protocol: on SIGUSR1 it opens
+# snapshot-<unix>.json with O_TRUNC and writes the six lines of one of two real dumps (taking turns)
+# one by one, pausing between them, so a reader sees half-written files and same-second overwrites.
+_WRITER = r"""
+import os, signal, sys, time
+dumps = [open(p).read().splitlines(True) for p in sys.argv[2:4]]
+n = [0]
+pending = []
+signal.signal(signal.SIGUSR1, lambda *a: pending.append(1))
+print("ready", flush=True)
+while True:
+    if not pending:
+        time.sleep(0.002)
+        continue
+    pending.pop()
+    lines = dumps[n[0] % 2]
+    n[0] += 1
+    fd = os.open(os.path.join(sys.argv[1], "snapshot-%d.json" % int(time.time())),
+                 os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    for ln in lines:
+        os.write(fd, ln.encode())
+        time.sleep(0.02)
+    os.close(fd)
+"""
+
+
+def test_dumper_waits_for_whole_files_and_same_second_dumps(tmp_path, dump_text):
+    a = tmp_path / "a.json"
+    a.write_text(dump_text)
+    # a second real state: the same dump without its last job (one fewer task set)
+    secs = [json.loads(x) for x in dump_text.splitlines() if x.strip()]
+    dropped = sorted(secs[5])[-1]
+    secs[5].pop(dropped)
+    b = tmp_path / "b.json"
+    b.write_text("".join(json.dumps(s) + "\n" for s in secs))
+    dump_dir = tmp_path / "dumps"
+    dump_dir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(dump_dir), str(a), str(b)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        dumper = CacheDumper(proc.pid, dump_dir)
+        digests = []
+        t0 = time.time()
+        for _ in range(4):                  # four dumps well within two seconds: same-second names
+            digests.append(dump_digest(dumper.sample(timeout=5)))
+        assert time.time() - t0 < 2.5
+        full = dump_digest(parse_dump(dump_text))
+        assert digests[0]["tasks"] == digests[2]["tasks"] == full["tasks"]
+        assert len(digests[1]["tasks"]) < len(full["tasks"])
+        assert digests[1]["tasks"] == digests[3]["tasks"] != digests[0]["tasks"]
+        assert list(dump_dir.iterdir()) == []          # each file read is removed
+        assert dumper.samples == 4
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_dumper_says_why_there_is_no_dump(tmp_path):
+    # a process that ignores SIGUSR1 (as vc-scheduler does until it leads and has synced)
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "import signal,time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); "
+                             "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with pytest.raises(CacheDumpUnavailable, match="no cache dump within 0.3s of SIGUSR1.*standby holds no cache"):
+            CacheDumper(proc.pid, tmp_path).sample(timeout=0.3)
+    finally:
+        proc.kill()
+        proc.wait()
+    with pytest.raises(CacheDumpUnavailable, match=f"pid {proc.pid}.* not running"):
+        CacheDumper(proc.pid, tmp_path).sample(timeout=0.3)
+    with pytest.raises(CacheDumpUnavailable, match="does not exist"):
+        CacheDumper(os.getpid(), tmp_path / "nope").sample(timeout=0.1)
+
+
+# ------------------------------------------------------------------------------------ /metrics
+
+def test_real_metrics_page():
+    text = _text("metrics-v1.14.1.txt.gz")
+    samples = parse_prometheus(text)
+    fig = volcano_figures(samples)
+    # the figures against the page's own lines, read independently
+    lines = {ln.split(" ")[0]: ln.split(" ")[1] for ln in text.splitlines()
+             if ln.startswith(("volcano_e2e_scheduling_latency_milliseconds_",
+                               "volcano_total_preemption_attempts", "volcano_pod_preemption_victims"))}
+    e2e = fig["e2e_scheduling_latency_ms"]
+    assert e2e["count"] == int(lines["volcano_e2e_scheduling_latency_milliseconds_count"]) == fig["sessions"] == 81
+    assert e2e["sum"] == pytest.approx(float(lines["volcano_e2e_scheduling_latency_milliseconds_sum"]))
+    assert fig["total_preemption_attempts"] == int(lines["volcano_total_preemption_attempts"]) == 104
+    assert fig["pod_preemption_victims"] == int(lines["volcano_pod_preemption_victims"])
+    assert e2e["buckets"][-1] == ["+Inf", 81]
+    counts = [c for _, c in e2e["buckets"]]
+    assert counts == sorted(counts)
+    assert set(fig["action_latency_ms"]) == {"allocate", "backfill", "enqueue", "preempt"}
+    assert all(h["count"] == 81 for h in fig["action_latency_ms"].values())
+    # labelled families outside Volcano's are parsed too (client-go's request counters)
+    rest = samples["rest_client_requests_total"]
+    assert {s.label("method") for s in rest} >= {"GET", "PUT", "POST", "DELETE", "PATCH"}
+    p50 = histogram_quantile(0.5, e2e["buckets"])
+    assert 80 < p50 < 160          # 24 sessions under 80 ms, 63 under 160: the median lies between
+
+
+def test_prometheus_text_details():
+    page = ('# HELP x_total a counter\n# TYPE x_total counter\n'
+            'x_total{path="/a\\"b\\\\c\\nd",code="200"} 3 1700000000000\n'
+            'y NaN\nz +Inf\nw -1.5e3\n'
+            'h_bucket{le="1"} 1\nh_bucket{le="2"} 3\nh_bucket{le="+Inf"} 4\nh_sum 6\nh_count 4\n')
+    s = parse_prometheus(page)
+    x = s["x_total"][0]
+    assert x.label("path") == '/a"b\\c\nd' and x.label("code") == "200"
+    assert x.value == 3 and x.timestamp_ms == 1700000000000
+    assert s["z"][0].value == float("inf") and s["w"][0].value == -1500.0
+    assert s["y"][0].value != s["y"][0].value       # NaN
+    assert histogram_quantile(0.5, [[1, 1], [2, 3], ["+Inf", 4]]) == pytest.approx(1.5)
+    assert histogram_quantile(0.99, [[1, 1], [2, 3], ["+Inf", 4]]) == 2     # in +Inf: the highest bound
+    assert histogram_quantile(0.5, [[1, 0], ["+Inf", 0]]) is None
+    for bad, where in (('a{b="c} 1\n', "line 1: unterminated label value"), ("ok 1\n9bad 1\n", "line 2"),
+                       ("a 1 2 3\n", "line 1: expected a value"), ('a{b=c} 1\n', "line 1: malformed label"),
+                       ("a x\n", "line 1: 'x' is not a sample value")):
+        with pytest.raises(MetricsFormatError, match=where):
+            parse_prometheus(bad)
+    assert volcano_figures(parse_prometheus("other 1\n")) == {}     # nothing of Volcano: nothing, not zeros
+
+
+# ------------------------------------------------------------------------------------ request log
+
+@pytest.fixture(scope="module")
+def requests() -> list[dict]:
+    return [json.loads(ln) for ln in _text("requests-v1.14.1.jsonl.gz").splitlines() if ln.strip()]
+
+
+def test_real_request_log_to_decisions(requests):
+    x = DecisionExtractor("scheduler-1", session_gap_s=0.5)
+    ds = x.feed(requests)
+    ops = Counter(d["op"] for d in ds)
+    binds = [r for r in requests if r["resource"] == "pods" and r.get("subresource") == "binding"]
+    assert ops["bind"] == len(binds) == x.counters["binds"] > 0
+    assert all(d["instance"] == "scheduler-1" and d["leader"] and not d["dry_run"] for d in ds)
+    by_pod_bind = {(d["pod"], d["node"]) for d in ds if d["op"] == "bind"}
+    assert by_pod_bind == {(f"{r['namespace']}/{r['name']}", r["node"]) for r in binds}
+    # evictions: each one a DELETE preceded by a DisruptionTarget status write of the same pod
+    evicts = [d for d in ds if d["op"] == "evict"]
+    deletes = [r for r in requests if r["verb"] == "delete" and r["resource"] == "pods"]
+    assert len(evicts) == len(deletes) == x.counters["evictions"] > 0
+    for d in evicts:
+        assert d["reason"] == "PreemptionByScheduler" and d["uid"] and d["node"]
+        first = next(r for r in requests if r.get("subresource") == "status" and
+                     f"{r['namespace']}/{r['name']}" == d["pod"] and
+                     (r.get("conditions") or {}).get("DisruptionTarget", "").startswith("True"))
+        assert first["t"] < d["t"]
+    # pipelines: a status write that nominated a node the pod's previous write did not
+    pipes = [d for d in ds if d["op"] == "pipeline"]
+    assert pipes and all(d["node"] and d["new"] for d in pipes)
+    nominating = [r for r in requests if r.get("subresource") == "status" and r.get("nominatedNodeName")]
+    assert len(pipes) <= len(nominating)
+    assert {(d["pod"], d["node"]) for d in pipes} == {(f"{r['namespace']}/{r['name']}", r["nominatedNodeName"])
+                                                    for r in nominating}
+    # the evictor's status writes are not "status" decisions; the others are
+    status_writes = [r for r in requests if r.get("subresource") == "status" and r["resource"] == "pods"]
+    assert ops["status"] + ops["pipeline"] + len(evicts) == len(status_writes)
+    # seq counts from 1 without gaps; sessions are inferred and never go back
+    assert [d["seq"] for d in ds] == list(range(1, len(ds) + 1))
+    sessions = [d["session"] for d in ds]
+    assert sessions == sorted(sessions) and all(d["session_inferred"] for d in ds)
+    # the PodGroup writes that lost a race (409) are the only podgroup decisions, as in the model
+    pg409 = [r for r in requests if r["resource"] == "podgroups" and r["code"] == 409]
+    assert ops["podgroup"] == len(pg409) == x.counters["pod_group_errors"]
+    assert x.counters["pod_group_writes"] == sum(1 for r in requests if r["resource"] == "podgroups"
+                                                 and r["verb"] == "update" and r["code"] == 200)
+
+
+def test_request_log_edge_cases(tmp_path):
+    x = DecisionExtractor("scheduler-2")
+    pod = {"group": "", "resource": "pods", "namespace": "ns", "name": "p"}
+    recs = [
+        {**pod, "t": 1.0, "verb": "create", "subresource": "binding", "code": 409, "reason": "Conflict",
+         "node": "n1"},
+        {**pod, "t": 1.1, "verb": "delete", "subresource": None, "code": 200},            # not an eviction
+        {**pod, "t": 1.2, "verb": "update", "subresource": "status", "code": 200, "uid": "u",
+         "nominatedNodeName": "n2", "conditions": {"PodScheduled": "False/Unschedulable"}},
+        {**pod, "t": 1.3, "verb": "update", "subresource": "status", "code": 200, "uid": "u",
+         "nominatedNodeName": "n2"},                                                        # same nomination
+        {**pod, "t": 5.0, "verb": "update", "subresource": "status", "code": 200, "uid": "u",
+         "conditions": {"DisruptionTarget": "True/PreemptionByScheduler"}},
+        {**pod, "t": 5.1, "verb": "delete", "subresource": None, "code": 404, "reason": "NotFound"},
+    ]
+    ds = x.feed(recs)
+    assert [(d["op"], d["ok"]) for d in ds] == [("bind", False), ("pipeline", True), ("status", True),
+                                                ("evict", False)]
+    assert ds[0]["error"] == "409 Conflict" and x.counters["bind_conflicts"] == 1 and x.counters["binds"] == 0
+    assert ds[1]["node"] == "n2" and ds[2]["node"] == "n2"
+    assert ds[3]["error"] == "404 NotFound" and ds[3]["uid"] == "u" and x.counters["evict_errors"] == 1
+    assert [d["session"] for d in ds] == [1, 1, 1, 2]
+    # the tail reads whole lines only, skipping (and counting) malformed ones
+    p = tmp_path / "requests.jsonl"
+    p.write_bytes(b'{"a": 1}\nnot json\n{"b": 2}\n{"c": ')
+    tail = RequestLogTail(p)
+    assert tail.read_new() == [{"a": 1}, {"b": 2}] and tail.malformed == 1
+    assert tail.read_new() == []
+    with open(p, "ab") as f:
+        f.write(b'3}\n')
+    assert tail.read_new() == [{"c": 3}]
+    assert RequestLogTail(tmp_path / "missing.jsonl").read_new() == []
