@@ -21,7 +21,8 @@ import pytest
 from ha.experiment.oracles import task_entry
 from ha.experiment.results import task_status_counts
 from ha.runtime.external.observe.cache_dump import (TASK_STATUS_NAMES, CacheDumper, CacheDumpError,
-                                                    CacheDumpUnavailable, dump_digest, parse_dump)
+                                                    CacheDumpUnavailable, catches_sigusr1, dump_digest,
+                                                    parse_dump)
 from ha.runtime.external.observe.metrics import (MetricsFormatError, histogram_quantile, parse_prometheus,
                                                  volcano_figures)
 from ha.runtime.external.observe.request_log import DecisionExtractor, RequestLogTail
@@ -166,9 +167,10 @@ def test_dumper_waits_for_whole_files_and_same_second_dumps(tmp_path, dump_text)
 
 
 def test_dumper_says_why_there_is_no_dump(tmp_path):
-    # a process that ignores SIGUSR1 (as vc-scheduler does until it leads and has synced)
+    # a process that catches SIGUSR1 and does nothing (vc-scheduler until it leads and has synced:
+    # Go's runtime catches the signal, no dumper listens)
     proc = subprocess.Popen([sys.executable, "-c",
-                             "import signal,time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); "
+                             "import signal,time; signal.signal(signal.SIGUSR1, lambda *a: None); "
                              "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
@@ -181,6 +183,25 @@ def test_dumper_says_why_there_is_no_dump(tmp_path):
         CacheDumper(proc.pid, tmp_path).sample(timeout=0.3)
     with pytest.raises(CacheDumpUnavailable, match="does not exist"):
         CacheDumper(os.getpid(), tmp_path / "nope").sample(timeout=0.1)
+    # a process with SIGUSR1's default action (it would end it) is not signalled
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        _wait_exec(sleeper.pid, "sleep")
+        assert catches_sigusr1(sleeper.pid) is False
+        with pytest.raises(CacheDumpUnavailable, match="does not catch SIGUSR1 yet"):
+            CacheDumper(sleeper.pid, tmp_path).sample(timeout=0.3)
+        time.sleep(0.2)
+        assert sleeper.poll() is None          # still alive: never signalled
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def _wait_exec(pid: int, comm: str) -> None:
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}/comm").read_text().strip() != comm:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 # ------------------------------------------------------------------------------------ /metrics

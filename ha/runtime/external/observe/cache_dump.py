@@ -18,7 +18,9 @@ and JobInfo carries its API object (``Pod``, ``Node``, ``PodGroup``) with its re
   as the previous one is a new file, never the old one mistaken for it) and complete (all six
   values parse: a half-written file is waited for), and returns the parsed dump. A process that
   does not answer within the timeout (a standby, which installs no handler until it leads, or a
-  leader still listing) raises :class:`CacheDumpUnavailable` with the reason.
+  leader still listing) raises :class:`CacheDumpUnavailable` with the reason. A process that does
+  not catch SIGUSR1 yet (the first instants after exec, before Go's runtime installs its
+  handlers: the signal's default action would end it) is not signalled at all.
 * :func:`parse_dump` -- the file's text -> :class:`VolcanoCacheDump` (:class:`CacheDumpError`
   naming the file and the value on bad input).
 * :func:`dump_digest` -- a dump -> ``{"tasks": {uid: [status, node]}, "nodes": {name: {idle, used,
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 __all__ = ["TASK_STATUS_NAMES", "DUMP_SECTIONS", "CacheDumpError", "CacheDumpUnavailable", "VolcanoCacheDump",
-           "CacheDumper", "parse_dump", "dump_digest", "plain_resource", "task_status_name"]
+           "CacheDumper", "catches_sigusr1", "parse_dump", "dump_digest", "plain_resource", "task_status_name"]
 
 # Volcano's TaskStatus bit values and String() names (pkg/scheduler/api/types.go)
 TASK_STATUS_NAMES: dict[int, str] = {1: "Pending", 2: "Allocated", 4: "Pipelined", 8: "Binding", 16: "Bound",
@@ -217,6 +219,19 @@ def _snapshots(d: Path) -> dict[str, os.stat_result]:
     return out
 
 
+def catches_sigusr1(pid: int) -> bool | None:
+    """Whether the process has a handler for SIGUSR1 (Linux: ``SigCgt`` of /proc/PID/status);
+    None when that cannot be read (another system, or the process is gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGUSR1 - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 class CacheDumper:
     """SIGUSR1 to one vc-scheduler process, and its snapshot read back (see the module docstring)."""
 
@@ -239,6 +254,11 @@ class CacheDumper:
     def sample(self, timeout: float = 5.0) -> VolcanoCacheDump:
         if not self.dir.is_dir():
             raise CacheDumpUnavailable(f"the cache-dump directory {self.dir} does not exist")
+        if catches_sigusr1(self.pid) is False:
+            # SIGUSR1's default action ends a process: a Go program catches every signal once its
+            # runtime has started, but not in the first instants after exec
+            raise CacheDumpUnavailable(f"vc-scheduler (pid {self.pid}) does not catch SIGUSR1 yet "
+                                       "(just started): not signalled")
         self._clear()          # a stale or late file of an earlier request is never taken for this one
         t = self.clock()
         try:
