@@ -151,12 +151,14 @@ class LiveTargets:
         was_leader = self._leading(name)
         t = self.life.now()
         if self.life.external:
-            # the scheduler's own process first (as a pod's container is killed), then its supervisor
+            # the scheduler's own process first (as a pod's container is killed), by the pid of the
+            # last tick: at once, with no Ray round trip (a loaded machine makes those take seconds);
+            # then whatever pid its supervisor names now, then the supervisor
+            killed = self._sigkill(slot.pid)
+            t = self.life.now()
             pid = self._external_pid(slot)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, TypeError):
-                pass
+            if pid != killed:
+                self._sigkill(pid)
         ray.kill(slot.actor, no_restart=True)
         slot.alive = False
         self.life.record_life(t, name, "kill", was_leader=was_leader, pid=slot.pid)
@@ -194,6 +196,15 @@ class LiveTargets:
         return (f"killed node {short} ({node.host}): raylet pid {raylet} and {len(others)} "
                 f"process(es) under it; with it {', '.join(s.name for s in on_it)}")
 
+    @staticmethod
+    def _sigkill(pid: int | None) -> int | None:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pid
+
     def _external_pid(self, slot) -> int | None:
         """The vc-scheduler's pid now (its supervisor may have restarted it since the last tick)."""
         import ray
@@ -205,8 +216,6 @@ class LiveTargets:
 
     def pause_instance(self, name: str) -> str:
         slot = self.life.slots[name]
-        if self.life.external and slot.alive and not slot.paused:
-            self._external_pid(slot)
         if self.life.ray_address is not None:
             raise skip("pause stops the instance's process by PID: needs a local Ray")
         if not slot.alive or slot.paused:
@@ -214,6 +223,15 @@ class LiveTargets:
         was_leader = self._leading(name)
         t = self.life.now()
         os.kill(slot.pid, signal.SIGSTOP)
+        if self.life.external:
+            # the pid of the last tick is stopped at once; one its supervisor started since is too
+            first = slot.pid
+            if self._external_pid(slot) != first and slot.pid:
+                os.kill(slot.pid, signal.SIGSTOP)
+                try:
+                    os.kill(first, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
         slot.paused = True
         self.life.record_life(t, name, "pause", was_leader=was_leader, pid=slot.pid)
         return f"SIGSTOP {name} (pid {slot.pid})"

@@ -111,6 +111,10 @@ class ExternalScheduler:
         self._log_pos = 0
         self._partial = b""
         self._conf_path = os.path.join(cfg.workdir, "scheduler.conf")
+        # one observation at a time, on a thread of its own: ticks that arrive while a sample runs
+        # share it (a slow cache dump never piles up calls, nor starves is_leader / pid of threads)
+        self._sampling: asyncio.Future | None = None
+        self._sampler = None
 
     # ------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -315,7 +319,7 @@ class ExternalScheduler:
                 observation = None
             if observation is not None:
                 try:
-                    got = await asyncio.to_thread(observation.observe, self.life.handle, decisions_since)
+                    got = await self._sample(observation, decisions_since)
                 except Exception as e:  # noqa: BLE001 — a failed sample is a gap, not a crash
                     stats["observe_error"] = str(e)[:300]
                     got = {}
@@ -328,6 +332,21 @@ class ExternalScheduler:
                     else:
                         out[k] = v
         return out
+
+    async def _sample(self, observation, decisions_since: int) -> dict:
+        from concurrent.futures import ThreadPoolExecutor
+        fut = self._sampling
+        if fut is None or fut.done():
+            if self._sampler is None:
+                self._sampler = ThreadPoolExecutor(1, thread_name_prefix=f"{self.cfg.name}-observe")
+            loop = asyncio.get_running_loop()
+            fut = self._sampling = loop.run_in_executor(self._sampler, observation.observe,
+                                                        self.life.handle, decisions_since)
+        got = await asyncio.shield(fut)
+        if got and decisions_since:
+            got = dict(got)
+            got["decisions"] = [d for d in got.get("decisions") or [] if int(d.get("seq") or 0) > decisions_since]
+        return got
 
     async def decisions(self, since: int = 0) -> list[dict]:
         return (await self.observe(since)).get("decisions") or []
@@ -375,6 +394,9 @@ class ExternalScheduler:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
             self._watcher = None
+        if self._sampler is not None:
+            self._sampler.shutdown(wait=False, cancel_futures=True)
+            self._sampler = None
         if self._api is not None:
             try:
                 self._api.close()
@@ -388,10 +410,41 @@ def create_external_actor(config: ExternalConfig, *, namespace: str | None = Non
     is the engine's, as for a model instance)."""
     import ray
 
-    @ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=16)
+    # the engine's control calls (pid before a kill or pause, is_leader, stop) have a concurrency
+    # group of their own: observations waiting on a slow sample never hold them up
+    @ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=16,
+                concurrency_groups={"control": 8, "observe": 8})
     class ExternalSchedulerActor(ExternalScheduler):
         def _node_id(self) -> str | None:
             return ray.get_runtime_context().get_node_id()
+
+        @ray.method(concurrency_group="observe")
+        async def observe(self, decisions_since: int = 0) -> dict:
+            return await super().observe(decisions_since)
+
+        @ray.method(concurrency_group="observe")
+        async def decisions(self, since: int = 0) -> list[dict]:
+            return await super().decisions(since)
+
+        @ray.method(concurrency_group="control")
+        async def pid(self) -> int:
+            return await super().pid()
+
+        @ray.method(concurrency_group="control")
+        async def is_leader(self) -> bool:
+            return await super().is_leader()
+
+        @ray.method(concurrency_group="control")
+        async def stop(self) -> None:
+            return await super().stop()
+
+        @ray.method(concurrency_group="control")
+        async def placement(self) -> dict:
+            return await super().placement()
+
+        @ray.method(concurrency_group="control")
+        async def stats(self) -> dict:
+            return await super().stats()
 
     opts: dict[str, Any] = {"name": config.name}
     if namespace:
