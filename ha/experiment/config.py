@@ -679,6 +679,9 @@ class Experiment(Strict):
             if c.target == "leader" and self.schedulers.mode == "active-active":
                 problems.append((f"chaos[{i}].target", "'leader' needs schedulers.mode "
                                  "leader-elected or shadow (active-active has no leader)"))
+            if c.fault == "crash-point" and self.schedulers.implementation == "volcano":
+                problems.append((f"chaos[{i}].fault", "crash-point stops the model between two writes of one "
+                                 "commit; a vc-scheduler instance (schedulers.implementation: volcano) has none"))
         node_names = {f"node-{k}" for k in range(1, self.cluster.nodes + 1)}
         for i, nd in enumerate(self.initial.nodes):
             if nd.name in node_names:
@@ -773,6 +776,11 @@ class Experiment(Strict):
             changes["duration"] = d
         if implementation is not None or volcano is not None or volcano_source is not None:
             changes["schedulers"] = self._scheduler_overrides(implementation, volcano, volcano_source)
+            if changes["schedulers"].implementation == "volcano":
+                for i, c in enumerate(self.chaos):
+                    if c.fault == "crash-point":
+                        raise BadInput(f"--implementation volcano: chaos[{i}] is a crash-point, which stops the "
+                                       "model between two writes of one commit; a vc-scheduler has none")
         return self.model_copy(update=changes) if changes else self
 
     def _scheduler_overrides(self, implementation: str | None, volcano: str | None,

@@ -125,6 +125,13 @@ def test_three_instances_bind_every_pod_of_a_gang_workload(tmp_path, redis_url, 
             assert pod_reads
         else:
             assert not pod_reads and not _binds(out, n), f"standby {n} read or bound pods"
+    # vc-scheduler loaded the configuration translated from the experiment's (the model's) one
+    from ha.scheduler.conf import default_conf
+    conf = default_conf()
+    loaded = [ln for ln in (out / "volcano" / f"{leader}.log").read_text().splitlines()
+              if "Finished loading scheduler config" in ln]
+    assert loaded and loaded[-1].endswith(f"actions=[{' '.join(conf.actions)}], "
+                                          f"plugins=[{' '.join(conf.plugin_names())}]"), loaded
     # the Lease history names the leader's identity, and the history has its life
     assert [rec["holder"] for rec in h.leases()][:1] == [next(iter(ids))]
 

@@ -99,6 +99,12 @@ def test_what_volcano_cannot_do_is_refused():
         parse_experiment({**EXP, "schedulers": {**EXP["schedulers"], "standby": "warm"}})
     with pytest.raises(BadInput, match="no dry run"):
         parse_experiment({**EXP, "schedulers": {**EXP["schedulers"], "mode": "shadow"}})
+    crash = [{"at": "1s", "fault": "crash-point", "target": "scheduler-1", "point": "between-gang-binds", "for": "2s"}]
+    with pytest.raises(BadInput, match=r"chaos\[0\].fault: crash-point .* has none"):
+        parse_experiment({**EXP, "chaos": crash})
+    with pytest.raises(BadInput, match=r"--implementation volcano: chaos\[0\] is a crash-point"):
+        parse_experiment({**EXP, "schedulers": {"instances": 2}, "chaos": crash}).with_overrides(
+            implementation="volcano")
     with pytest.raises(BadInput, match="implementation is 'model'"):
         parse_experiment({**EXP, "schedulers": {"instances": 1, "volcano": {"version": "v1.14.1"}}})
 
