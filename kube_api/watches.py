@@ -193,7 +193,7 @@ class WatchStream:
     # -- the reader's side -----------------------------------------------------------------------
     async def _submit(self, typ: str, obj: dict | None, rv: int, *, initial: bool = False) -> None:
         hook = self.hook
-        if self._chaos_hook is not None and not hook.activations and not hook._held:
+        if self._chaos_hook is not None and not hook.activations and not hook.held():
             # no fault has ever acted on this stream and nothing is held: what the hook would do
             # (emit at once, count it), without building a Delivery for it
             st = hook.stats
