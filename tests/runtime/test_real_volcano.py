@@ -178,3 +178,32 @@ def test_leader_kill_fails_over_and_a_watch_delay_shows_in_that_endpoints_delive
     held = [d for d in d_old if d >= 1.4]
     assert len(held) >= len(d_old) // 2, (len(held), len(d_old))
     assert max(d_new) < 1.0, max(d_new)
+
+
+def test_a_leader_paused_past_its_lease_exits_on_resume_and_is_started_again(tmp_path, redis_url, ray_session):
+    # stopped (SIGSTOP) for longer than the 3 s lease: another instance leads; when it resumes,
+    # vc-scheduler finds its lease gone and exits (klog.Fatalf "leaderelection lost"); its
+    # supervisor starts it again, as the kubelet restarts a container
+    chaos = [{"at": "3s", "for": "6s", "fault": "pause", "target": "leader"}]
+    out = _run(tmp_path, redis_url, "volcano-pause", duration="16s", chaos=chaos)
+    h = History(out)
+    lives = h.lives()
+    pause = next(r for r in lives if r["event"] == "pause")
+    name = pause["instance"]
+    assert pause["was_leader"] is True
+    ids = _identity_map(h)
+    # someone else took the Lease while it was stopped
+    during = [rec for rec in h.leases() if pause["t"] < rec["t"]]
+    assert during and ids.get(during[0]["holder"]) not in (None, name), (during, ids)
+    # the resumed process exited because it lost the lease, and was started again (a new life)
+    resume = next(r for r in lives if r["event"] == "resume" and r["instance"] == name)
+    restart = [r for r in lives if r["event"] == "restart" and r["instance"] == name and r.get("internal")]
+    assert restart, lives
+    assert restart[0]["reason"] == "leaderelection lost" and restart[0]["t"] >= resume["t"]
+    assert restart[0]["incarnation"] == 1
+    log = (out / "volcano" / f"{name}.log").read_text()
+    assert f"=== {name} life 1 at" in log
+    assert "leaderelection lost" in log.split(f"=== {name} life 1 at")[0]
+    # the metrics name the exit too
+    inst = json.loads((out / "metrics.json").read_text())["instances"][name]
+    assert inst["restarts"] >= 1 and any(e["reason"] == "leaderelection lost" for e in inst["exits"])
