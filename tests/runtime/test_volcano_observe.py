@@ -22,7 +22,7 @@ from ha.experiment.oracles import task_entry
 from ha.experiment.results import task_status_counts
 from ha.runtime.external.observe.cache_dump import (TASK_STATUS_NAMES, CacheDumper, CacheDumpError,
                                                     CacheDumpUnavailable, catches_sigusr1, dump_digest,
-                                                    parse_dump)
+                                                    parse_dump, process_state)
 from ha.runtime.external.observe.metrics import (MetricsFormatError, histogram_quantile, parse_prometheus,
                                                  volcano_figures)
 from ha.runtime.external.observe.request_log import DecisionExtractor, RequestLogTail
@@ -176,6 +176,15 @@ def test_dumper_says_why_there_is_no_dump(tmp_path):
         assert proc.stdout.readline().strip() == "ready"
         with pytest.raises(CacheDumpUnavailable, match="no cache dump within 0.3s of SIGUSR1.*standby holds no cache"):
             CacheDumper(proc.pid, tmp_path).sample(timeout=0.3)
+        proc.send_signal(signal.SIGSTOP)       # a paused process is not waited for
+        t0 = time.monotonic()
+        while process_state(proc.pid) != "T":
+            assert time.monotonic() - t0 < 5
+            time.sleep(0.01)
+        with pytest.raises(CacheDumpUnavailable, match=r"is stopped \(SIGSTOP\)"):
+            CacheDumper(proc.pid, tmp_path).sample(timeout=5)
+        assert time.monotonic() - t0 < 2
+        proc.send_signal(signal.SIGCONT)
     finally:
         proc.kill()
         proc.wait()

@@ -156,14 +156,19 @@ def test_bound_pod_shows_in_digest_and_decisions(tmp_path):
         assert got["stats"]["binds"] == len(binds)
         assert got["staleness_ms"] == [] and "staleness_ms" in digest["unobserved"]
         # a process that stops answering: the cache is unobserved, with the reason, not empty
+        from ha.runtime.external.observe.cache_dump import process_state
         vc.send_signal(signal.SIGSTOP)
         try:
+            _wait(lambda: process_state(vc.pid) == "T", 10, "the stopped state")
             paused = observe(handle, decisions[-1]["seq"])
         finally:
             vc.send_signal(signal.SIGCONT)
         assert paused["digest"]["synced"] is False and "tasks" not in paused["digest"]
-        assert "no cache dump within" in paused["digest"]["unobserved"]["cache"]
-        assert paused["scrape"].get("unobserved")
+        assert "is stopped (SIGSTOP)" in paused["digest"]["unobserved"]["cache"]
+        assert "is stopped (SIGSTOP)" in paused["scrape"]["unobserved"]
+        assert "sessions" not in paused["stats"]          # not observed: absent, not zero
+        resumed = observe(handle, decisions[-1]["seq"])
+        assert resumed["digest"]["synced"] is True and d["uid"] in resumed["digest"]["tasks"]
     finally:
         if vc is not None:
             _stop(vc)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ha.runtime.external.observe.cache_dump import (CacheDumper, CacheDumpError, CacheDumpUnavailable,
-                                                    dump_digest, parse_dump)
+                                                    dump_digest, parse_dump, process_state)
 from ha.runtime.external.observe.metrics import MetricsScraper, MetricsUnavailable, parse_prometheus, volcano_figures
 from ha.runtime.external.observe.request_log import DecisionExtractor, RequestLogTail
 
@@ -105,7 +105,9 @@ class InstanceObserver:
         decisions = [d for d in self.decisions if d["seq"] > decisions_since]
         # /metrics
         scrape: dict[str, Any]
-        if handle.metrics_url:
+        if handle.pid is not None and process_state(handle.pid) in ("T", "t"):
+            scrape = {"unobserved": f"vc-scheduler (pid {handle.pid}) is stopped (SIGSTOP)"}
+        elif handle.metrics_url:
             try:
                 scrape = MetricsScraper(handle.metrics_url).scrape()
             except MetricsUnavailable as e:

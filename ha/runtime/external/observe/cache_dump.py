@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 __all__ = ["TASK_STATUS_NAMES", "DUMP_SECTIONS", "CacheDumpError", "CacheDumpUnavailable", "VolcanoCacheDump",
-           "CacheDumper", "catches_sigusr1", "parse_dump", "dump_digest", "plain_resource", "task_status_name"]
+           "CacheDumper", "catches_sigusr1", "process_state", "parse_dump", "dump_digest", "plain_resource", "task_status_name"]
 
 # Volcano's TaskStatus bit values and String() names (pkg/scheduler/api/types.go)
 TASK_STATUS_NAMES: dict[int, str] = {1: "Pending", 2: "Allocated", 4: "Pipelined", 8: "Binding", 16: "Bound",
@@ -232,6 +232,17 @@ def catches_sigusr1(pid: int) -> bool | None:
     return None
 
 
+def process_state(pid: int) -> str | None:
+    """The process's state letter from /proc/PID/stat ("R", "S", "T" stopped, "Z" zombie, ...);
+    None when it cannot be read (gone, or not Linux)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2:].split(b" ", 1)[0].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class CacheDumper:
     """SIGUSR1 to one vc-scheduler process, and its snapshot read back (see the module docstring)."""
 
@@ -254,6 +265,11 @@ class CacheDumper:
     def sample(self, timeout: float = 5.0) -> VolcanoCacheDump:
         if not self.dir.is_dir():
             raise CacheDumpUnavailable(f"the cache-dump directory {self.dir} does not exist")
+        state = process_state(self.pid)
+        if state in ("T", "t"):
+            raise CacheDumpUnavailable(f"vc-scheduler (pid {self.pid}) is stopped (SIGSTOP): it cannot dump")
+        if state in ("Z", "X"):
+            raise CacheDumpUnavailable(f"vc-scheduler (pid {self.pid}) exited")
         if catches_sigusr1(self.pid) is False:
             # SIGUSR1's default action ends a process: a Go program catches every signal once its
             # runtime has started, but not in the first instants after exec
@@ -290,6 +306,8 @@ class CacheDumper:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             raise CacheDumpUnavailable(f"vc-scheduler (pid {self.pid}) exited before dumping its cache") from None
+        if process_state(self.pid) in ("T", "t"):
+            raise CacheDumpUnavailable(f"vc-scheduler (pid {self.pid}) was stopped (SIGSTOP) before it dumped")
         if last_err:
             raise CacheDumpUnavailable(f"no complete cache dump within {timeout:g}s ({last_err})")
         raise CacheDumpUnavailable(
