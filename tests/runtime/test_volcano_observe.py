@@ -341,3 +341,34 @@ def test_request_log_edge_cases(tmp_path):
         f.write(b'3}\n')
     assert tail.read_new() == [{"c": 3}]
     assert RequestLogTail(tmp_path / "missing.jsonl").read_new() == []
+
+
+def test_observe_generations_share_the_request_log(tmp_path, requests):
+    """observe() as the supervisor calls it: a standby is not signalled and says why; a new
+    supervisor of the instance (life 0 again, later) does not take the earlier one's decisions."""
+    from ha.runtime.external.observe import COLD_STANDBY, observe
+    from ha.runtime.external.process import ProcessHandle
+    log = tmp_path / "requests.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in requests))
+
+    def handle(started_at: float, life: int = 0) -> ProcessHandle:
+        return ProcessHandle(instance="scheduler-9", life=life, pid=None, argv=["vc-scheduler", "--leader-elect=true"],
+                             dump_dir=str(tmp_path), socket_dir="", metrics_url="", healthz_url="",
+                             endpoint_url="", request_log=str(log), delivery_log="", log_path="",
+                             started_at=started_at)
+
+    first = observe(handle(0.0), 0)
+    everything = DecisionExtractor("scheduler-9").feed(requests)
+    assert [(d["op"], d["pod"], d["seq"]) for d in first["decisions"]] == \
+        [(d["op"], d["pod"], d["seq"]) for d in everything]
+    assert first["digest"] == {"synced": False, "unobserved": {"cache": COLD_STANDBY,
+                                                               "staleness_ms": first["digest"]["unobserved"]["staleness_ms"]}}
+    assert first["scrape"]["unobserved"].startswith("no metrics URL") and "sessions" not in first["stats"]
+    assert observe(handle(0.0, life=1), len(everything))["decisions"] == []     # a later life: nothing new
+    # the instance killed and started again: a new supervisor, whose first life starts mid-log
+    mid = requests[len(requests) // 2]["t"]
+    second = observe(handle(mid), 0)
+    later = DecisionExtractor("x").feed(r for r in requests if r["t"] >= mid)
+    assert len(second["decisions"]) == len(later) < len(everything)
+    assert [d["seq"] for d in second["decisions"]] == list(range(1, len(later) + 1))
+    assert second["stats"]["binds"] == sum(1 for d in later if d["op"] == "bind" and d["ok"])

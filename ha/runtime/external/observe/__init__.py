@@ -26,7 +26,10 @@ The supervisor of an external instance (``ha/runtime/external/supervisor.py``) c
 
 Observers are kept per (instance, request log) in this process: the request log's offset, the
 decision extractor's state and the counters outlive a life of the process (a restart's new pid
-and dump dir are taken from the next handle).
+and dump dir are taken from the next handle). A new supervisor of the instance (a handle of life 0
+with another start time: the instance was killed and started again, a new generation) gets a new
+observer that skips the requests made before its first life started: the endpoint's request log
+is shared by every generation, and the earlier ones' decisions are theirs.
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ _KEEP_DECISIONS = 200_000
 class InstanceObserver:
     instance: str
     request_log: str
+    since_t: float = 0.0              # requests before this (wall clock) are an earlier supervisor's
     session_gap_s: float = 0.5
     dump_timeout_s: float = 2.0
     tail: RequestLogTail = field(init=False)
@@ -98,7 +102,7 @@ class InstanceObserver:
             except CacheDumpError as e:
                 digest, unobserved["cache"] = {"synced": False}, f"unreadable cache dump: {e}"
         # decisions
-        new = self.extractor.feed(self.tail.read_new())
+        new = self.extractor.feed(r for r in self.tail.read_new() if float(r.get("t") or 0.0) >= self.since_t)
         if new:
             self.decisions.extend(new)
             del self.decisions[:-_KEEP_DECISIONS]
@@ -144,12 +148,17 @@ def observe(handle: Any, decisions_since: int = 0) -> dict[str, Any]:
     key = (handle.instance, handle.request_log)
     with _OBSERVERS_LOCK:
         ob = _OBSERVERS.get(key)
+        if ob is not None and handle.life == 0 and handle.started_at != ob.since_t:
+            ob = None         # a new supervisor of the instance (its first life): a new generation
         if ob is None:
             gap = 0.5
             for a in handle.argv or ():
                 if a.startswith("--schedule-period="):
                     gap = max(0.05, _go_seconds(a.split("=", 1)[1]) / 2)
-            ob = _OBSERVERS[key] = InstanceObserver(handle.instance, handle.request_log, session_gap_s=gap)
+            # the request log is the endpoint's, shared with the instance's earlier supervisors:
+            # their requests are their generations' decisions, recorded by them already
+            ob = _OBSERVERS[key] = InstanceObserver(handle.instance, handle.request_log,
+                                                    since_t=float(handle.started_at or 0.0), session_gap_s=gap)
     return ob.observe(handle, decisions_since)
 
 
