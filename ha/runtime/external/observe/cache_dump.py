@@ -123,8 +123,29 @@ def plain_resource(r: Any, where: str = "Resource") -> dict[str, float | int]:
     return out
 
 
+def _fast_sections(data: bytes) -> list[Any] | None:
+    """The six sections when the file is what json.Encoder.Encode writes (one compact value per
+    line, each ending in a newline), decoded with orjson; None to take the careful path."""
+    try:
+        import orjson
+    except ImportError:      # pragma: no cover - orjson is a dependency of the front
+        return None
+    lines = data.split(b"\n")
+    if len(lines) != len(DUMP_SECTIONS) + 1 or lines[-1].strip():
+        return None
+    try:
+        return [orjson.loads(ln) for ln in lines[:-1]]
+    except orjson.JSONDecodeError:
+        return None
+
+
 def parse_dump(text: str | bytes, source: str = "<dump>") -> VolcanoCacheDump:
     """The six JSON values of a snapshot file; CacheDumpError names what is missing or malformed."""
+    fast = _fast_sections(text if isinstance(text, bytes) else text.encode("utf-8"))
+    if fast is not None:
+        nodes, jobs = fast[0] or {}, fast[5] or {}
+        if isinstance(nodes, dict) and isinstance(jobs, dict):
+            return VolcanoCacheDump(source=source, nodes=nodes, jobs=jobs, hypernodes=fast[4] or {}, size=len(text))
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
