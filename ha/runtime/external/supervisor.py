@@ -15,8 +15,9 @@ pod would run it, behind the instance seam (``ha.runtime.external.protocol``).
   recorder writes that life into ``lives.jsonl``.
 * Leadership: a life leads from the log line ``successfully acquired lease`` until it exits, while
   the Lease (read from the store) still names the identity it won with; that identity
-  (``<hostname>_<uuid>``, which Volcano makes itself) is learnt from the Lease at that moment and
-  reported (``stats()["identity"]``, ``identities``), so a Lease holder maps back to the instance.
+  (``<hostname>_<uuid>``, which Volcano makes itself; the process runs in a UTS namespace whose
+  hostname is the instance's name, as a pod's is its name, so ``scheduler-1_<uuid>``) is learnt
+  from the Lease at that moment and reported (``stats()["identity"]``, ``identities``).
 * ``observe()`` gives the seam's tick: the digest, decisions and metrics come from
   ``ha.runtime.external.observe.observe(handle, decisions_since)`` (the cache dump, the endpoint's
   request log, /metrics); without it the digest holds leadership and life only.
@@ -55,12 +56,26 @@ _QUEUES = "Creating default queue and root queue"
 _STOP_GRACE_S = 5.0
 
 
-def _die_with_parent() -> None:          # preexec_fn: runs in the child before exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+_CLONE_NEWUTS = 0x04000000
+
+
+def _child_setup(hostname: str):
+    """preexec_fn (runs in the child before exec): die with the supervisor, and take the instance's
+    name as hostname in a UTS namespace of its own, as a pod's hostname is its name. Volcano's Lease
+    identity is ``<hostname>_<uuid>``, so the Lease then names the instance as a model instance's
+    does. Without the privilege for a namespace the host's name stays (the ``leading`` lives map
+    identities to instances either way)."""
+    name = hostname.encode()
+
+    def setup() -> None:
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        except OSError:
+            return
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except OSError:
-        pass
+        if libc.unshare(_CLONE_NEWUTS) == 0:
+            libc.sethostname(name, len(name))
+    return setup
 
 
 def _free_port() -> int:
@@ -144,7 +159,7 @@ class ExternalScheduler:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, cwd=cfg.workdir, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+                                    preexec_fn=_child_setup(cfg.name))
         finally:
             out.close()
         handle = ProcessHandle(instance=cfg.name, life=n, pid=proc.pid, argv=argv, dump_dir=dump_dir,
@@ -294,6 +309,7 @@ class ExternalScheduler:
                 "incarnation": self.incarnation, "restarts": len(self.ends),
                 "leader_transitions": self.leader_transitions,
                 "identity": h.identity if h else None, "identities": dict(self.identities),
+                "hostname_is_name": (h.identity.startswith(f"{self.cfg.name}_") if h and h.identity else None),
                 "last_error": last.reason if last else None,
                 "exits": [e.to_dict() for e in self.ends[-20:]],
                 "queues_created_at": life.queues_at if life else None,
