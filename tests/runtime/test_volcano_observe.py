@@ -372,3 +372,34 @@ def test_observe_generations_share_the_request_log(tmp_path, requests):
     assert len(second["decisions"]) == len(later) < len(everything)
     assert [d["seq"] for d in second["decisions"]] == list(range(1, len(later) + 1))
     assert second["stats"]["binds"] == sum(1 for d in later if d["op"] == "bind" and d["ok"])
+
+
+def test_scraper_over_http():
+    """The scraper GETs the page (here the captured one, served on loopback) and keeps Volcano's
+    families; an endpoint that does not answer is unavailable with the reason."""
+    import http.server
+    import threading
+
+    from ha.runtime.external.observe.metrics import MetricsScraper, MetricsUnavailable
+    page = _text("metrics-v1.14.1.txt.gz").encode()
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):     # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        got = MetricsScraper(f"http://127.0.0.1:{srv.server_port}/metrics").scrape()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert got == volcano_figures(parse_prometheus(page.decode()))
+    with pytest.raises(MetricsUnavailable, match=f"GET http://127.0.0.1:{srv.server_port}/metrics: "):
+        MetricsScraper(f"http://127.0.0.1:{srv.server_port}/metrics", timeout_s=1).scrape()

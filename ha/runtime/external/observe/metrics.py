@@ -228,7 +228,9 @@ class MetricsScraper:
             raise MetricsUnavailable(f"GET {self.url}: {getattr(e, 'reason', e)}") from None
 
     def scrape(self) -> dict[str, Any]:
+        # only Volcano's families are kept: the page is mostly Go runtime and client-go series
+        text = "\n".join(ln for ln in self.text().splitlines() if ln.startswith("volcano_"))
         try:
-            return volcano_figures(parse_prometheus(self.text()))
+            return volcano_figures(parse_prometheus(text))
         except MetricsFormatError as e:
             raise MetricsUnavailable(f"{self.url}: {e}") from None
