@@ -48,6 +48,7 @@ UNBUILDABLE: dict[str, str] = {
               "checkout of branch fix/pipelined-statement-handling with --source PATH",
     "v1.14.2": "the Go module proxy refuses volcano.sh/volcano@v1.14.2",
     "v1.14.3": "the Go module proxy refuses volcano.sh/volcano@v1.14.3",
+    "v1.14.4": "the Go module proxy refuses volcano.sh/volcano@v1.14.4",
     "v1.15.0": "its scheduler needs volcano.sh/apis v1.15.0 (it uses QueueAllocationGateKey, new in "
                "1.15), which the Go module proxy refuses, and v1.14.0's API does not compile with it",
     "v1.15.1": "its scheduler needs volcano.sh/apis v1.15.x (it uses QueueAllocationGateKey, new in "
