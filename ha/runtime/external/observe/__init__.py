@@ -65,6 +65,7 @@ class InstanceObserver:
     extractor: DecisionExtractor = field(init=False)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     _dumper: CacheDumper | None = None
+    _dump_missed: bool = False
     _dumper_key: tuple | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -78,6 +79,7 @@ class InstanceObserver:
         key = (handle.pid, handle.dump_dir)
         if self._dumper_key != key:
             self._dumper, self._dumper_key = CacheDumper(handle.pid, handle.dump_dir), key
+            self._dump_missed = False
         return self._dumper
 
     def observe(self, handle: Any, decisions_since: int = 0) -> dict[str, Any]:
@@ -94,11 +96,16 @@ class InstanceObserver:
         elif dumper is None:
             digest, unobserved["cache"] = {"synced": False}, "no running vc-scheduler process to signal"
         else:
+            # after a dump that did not come (a new leader still listing) the next ticks wait less,
+            # so that the whole tick is not stretched until the cache has synced
+            timeout = self.dump_timeout_s if not self._dump_missed else min(self.dump_timeout_s, 0.5)
             try:
-                digest = dump_digest(dumper.sample(self.dump_timeout_s))
+                digest = dump_digest(dumper.sample(timeout))
                 digest["synced"] = True
+                self._dump_missed = False
             except CacheDumpUnavailable as e:
                 digest, unobserved["cache"] = {"synced": False}, e.reason
+                self._dump_missed = True
             except CacheDumpError as e:
                 digest, unobserved["cache"] = {"synced": False}, f"unreadable cache dump: {e}"
         # decisions
