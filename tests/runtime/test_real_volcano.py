@@ -113,6 +113,7 @@ def test_three_instances_bind_every_pod_of_a_gang_workload(tmp_path, redis_url, 
     ids = _identity_map(h)
     assert len(ids) == 1, ids
     leader = next(iter(ids.values()))
+    assert next(iter(ids)).startswith(f"{leader}_")
     assert len(_binds(out, leader)) == sum(1 for o in last.values() if o["spec"].get("nodeName"))
     for n in names:
         reqs = _requests(out, n)
@@ -157,6 +158,13 @@ def test_leader_kill_fails_over_and_a_watch_delay_shows_in_that_endpoints_delive
     assert after, "nobody took the Lease after the leader was killed"
     new = ids.get(after[0]["holder"])
     assert new is not None and new != old, (after[0], ids)
+    # each process's hostname is its instance's name, so the Lease names the instance as a model's
+    # does, and the model's checkers read the failover from the history as they are
+    assert after[0]["holder"].startswith(f"{new}_")
+    summary = json.loads((out / "metrics.json").read_text())["summary"]
+    assert isinstance(summary["failover_recovery_s"], float)
+    assert summary["failover_recovery_s"] >= 2.0          # not before the killed leader's 3 s lease ran out
+    assert summary["split_brain_writes"]["count"] == 0
     # ... and bound pods through its own endpoint, all after the kill
     new_binds = _binds(out, new)
     assert new_binds, f"the new leader {new} bound nothing"
