@@ -49,6 +49,9 @@ def test_analyze_writes_summary_timeseries_divergence_and_report(tmp_path):
     assert doc["summary"] == json.loads(json.dumps(s))
     # what this small run cannot show, each with its reason (never a zero standing in for it)
     assert doc["absent"] == {"failover_recovery_s": "no leader loss in the run",
+                             "session_latency_ms": "no /metrics scrapes in the history: only external "
+                                                   "vc-scheduler instances are scraped; the model's instances "
+                                                   "record no per-session latency",
                              "split_brain_writes": "no Lease event in the history (nobody was elected)",
                              "topology_violations": "no HyperNode in the run (a flat cluster: nothing to check)"}
     assert doc["history"]["ticks"] == 10 and doc["history"]["skipped"] == {}
