@@ -228,6 +228,7 @@ class LiveLifecycle(EngineParts):
         self.endpoints: dict[str, Any] = {}
         self.volcano = None
         self._identities: dict[str, set[str]] = {}
+        self.external_tmp = ""       # the processes' dump and socket dirs (short paths: unix sockets)
 
     @property
     def external(self) -> bool:
@@ -285,7 +286,7 @@ class LiveLifecycle(EngineParts):
             return external_config(self.exp, name, binary=self.volcano, endpoint_url=ep.url,
                                    kubeconfig=str(self.out / "volcano" / f"kubeconfig-{name}"),
                                    out=self.out, redis_url=self.redis_url, prefix=self.prefix,
-                                   api_server=self.api_server)
+                                   api_server=self.api_server, tmp_root=self.external_tmp)
         from ha.runtime.instance import InstanceConfig
         kw = instance_kwargs(self.exp, name)
         kw.update(redis_url=self.redis_url, prefix=self.prefix, api_server=self.api_server,
@@ -347,6 +348,8 @@ class LiveLifecycle(EngineParts):
             raise BadInput("schedulers.implementation: volcano needs a local Ray (the vc-scheduler processes "
                            "reach their endpoints on 127.0.0.1 and write into the results folder); drop --ray-address")
         self.volcano = resolve_binary(self.exp.schedulers.volcano, log=lambda m: log.warning("%s", m))
+        import tempfile
+        self.external_tmp = tempfile.mkdtemp(prefix=f"ht-vc-{self.run_id}-")
         sched = self.chaos_schedule()
         self.front = ThreadedFront(self.redis_url, self.prefix, api_server=self.api_server,
                                    log_dir=self.out / "kube-api", keep_logs=False).start()
@@ -519,6 +522,10 @@ class LiveLifecycle(EngineParts):
                 self.record_life(self.now(), slot.name, "leading", identity=ident, life=life, pid=pid)
 
     def stop_front(self) -> None:
+        if self.external_tmp:
+            import shutil
+            shutil.rmtree(self.external_tmp, ignore_errors=True)
+            self.external_tmp = ""
         if self.front is not None:
             try:
                 self.front.stop()

@@ -54,6 +54,8 @@ class ExternalConfig:
     verbosity: int = 2
     restart_delay_s: float = 1.0      # an exited process is started again after this (kubelet)
     extra_args: tuple[str, ...] = ()
+    tmp_root: str = ""                # where each life's dump and socket dirs go ("" = the system's temp
+                                      # dir); the engine removes it at the end, also after a kill
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -145,7 +145,9 @@ class ExternalScheduler:
 
     def _spawn(self, n: int) -> None:
         cfg = self.cfg
-        tmp = tempfile.mkdtemp(prefix=f"vc-{cfg.name}-{n}-")
+        if cfg.tmp_root:
+            os.makedirs(cfg.tmp_root, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f"{cfg.name}-{n}-", dir=cfg.tmp_root or None)
         dump_dir, sock_dir = os.path.join(tmp, "dump"), os.path.join(tmp, "sock")
         os.makedirs(dump_dir)
         os.makedirs(sock_dir)

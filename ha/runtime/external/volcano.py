@@ -74,7 +74,7 @@ def resolve_binary(spec: Any, *, log: Callable[[str], None] = print) -> VolcanoB
 
 
 def external_config(exp: Any, name: str, *, binary: VolcanoBinary, endpoint_url: str, kubeconfig: str,
-                    out: Path, redis_url: str, prefix: str, api_server: Any) -> ExternalConfig:
+                    out: Path, redis_url: str, prefix: str, api_server: Any, tmp_root: str = "") -> ExternalConfig:
     from ha.scheduler.volcano_conf import volcano_yaml
     s = exp.schedulers
     spec = s.volcano
@@ -90,4 +90,4 @@ def external_config(exp: Any, name: str, *, binary: VolcanoBinary, endpoint_url:
         leader_elect=s.mode != "active-active", lease_duration=s.lease.duration,
         lease_renew_deadline=s.lease.renew_deadline, lease_retry=s.lease.retry,
         period_s=s.period, scheduler_name=s.scheduler_name, verbosity=spec.verbosity,
-        restart_delay_s=spec.restart_delay, extra_args=tuple(spec.args))
+        restart_delay_s=spec.restart_delay, extra_args=tuple(spec.args), tmp_root=tmp_root)
