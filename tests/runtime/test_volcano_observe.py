@@ -374,7 +374,7 @@ def test_observe_generations_share_the_request_log(tmp_path, requests):
     assert second["stats"]["binds"] == sum(1 for d in later if d["op"] == "bind" and d["ok"])
 
 
-def test_scraper_over_http():
+def test_scraper_over_http(tmp_path):
     """The scraper GETs the page (here the captured one, served on loopback) and keeps Volcano's
     families; an endpoint that does not answer is unavailable with the reason."""
     import http.server
@@ -397,9 +397,19 @@ def test_scraper_over_http():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         got = MetricsScraper(f"http://127.0.0.1:{srv.server_port}/metrics").scrape()
+        # observe(): each process life's counters start at zero; a generation's sessions add up
+        from ha.runtime.external.observe import observe
+        from ha.runtime.external.process import ProcessHandle
+        url = f"http://127.0.0.1:{srv.server_port}/metrics"
+        lives = [observe(ProcessHandle(instance="scheduler-8", life=life, pid=None, argv=[], dump_dir="",
+                                       socket_dir="", metrics_url=url, healthz_url="", endpoint_url="",
+                                       request_log=str(tmp_path / "none.jsonl"), delivery_log="", log_path="",
+                                       started_at=5.0), 0) for life in (0, 0, 1)]
     finally:
         srv.shutdown()
         srv.server_close()
+    assert [o["stats"]["sessions"] for o in lives] == [81, 81, 162]
+    assert [o["scrape"]["life"] for o in lives] == [0, 0, 1] and lives[2]["digest"]["sessions"] == 162
     assert got == volcano_figures(parse_prometheus(page.decode()))
     with pytest.raises(MetricsUnavailable, match=f"GET http://127.0.0.1:{srv.server_port}/metrics: "):
         MetricsScraper(f"http://127.0.0.1:{srv.server_port}/metrics", timeout_s=1).scrape()

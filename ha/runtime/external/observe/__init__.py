@@ -16,7 +16,8 @@ The supervisor of an external instance (``ha/runtime/external/supervisor.py``) c
   per observer (one per supervisor process);
 * ``"stats"`` -- the model's counters (``binds``, ``bind_conflicts``, ``bind_errors``,
   ``evictions``, ``evict_errors``, ``status_writes``, ``status_errors``, ``pod_group_writes``),
-  ``sessions`` (from /metrics) and ``observe`` (what was and was not observed this tick);
+  ``sessions`` (from /metrics, summed over the process lives of this supervisor, as the model
+  counts within a generation) and ``observe`` (what was and was not observed this tick);
 * ``"scrape"`` -- the /metrics record (:mod:`.metrics`: session and per-action latency
   histograms, preemption victims and attempts), or ``{"unobserved": reason}``; the recorder
   writes it to ``history/scrapes.jsonl``;
@@ -66,6 +67,7 @@ class InstanceObserver:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     _dumper: CacheDumper | None = None
     _dump_missed: bool = False
+    _sessions: dict[int, int] = field(default_factory=dict)     # life -> sessions its /metrics counted
     _dumper_key: tuple | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -113,7 +115,8 @@ class InstanceObserver:
         if new:
             self.decisions.extend(new)
             del self.decisions[:-_KEEP_DECISIONS]
-        decisions = [d for d in self.decisions if d["seq"] > decisions_since]
+        ds = self.decisions       # consecutive seqs: the ones after decisions_since are a tail
+        decisions = ds[max(0, decisions_since - ds[0]["seq"] + 1):] if ds else []
         # /metrics
         scrape: dict[str, Any]
         if handle.pid is not None and process_state(handle.pid) in ("T", "t"):
@@ -128,8 +131,9 @@ class InstanceObserver:
         scrape["life"] = handle.life
         stats: dict[str, Any] = {k: v for k, v in self.extractor.counters.items()}
         if "sessions" in scrape:
-            stats["sessions"] = scrape["sessions"]
-            digest["sessions"] = scrape["sessions"]
+            # each life's counters start at zero; the model's count runs over the generation
+            self._sessions[handle.life] = scrape["sessions"]
+            stats["sessions"] = digest["sessions"] = sum(self._sessions.values())
         stats["observe"] = {"unobserved": dict(unobserved), "request_log_lines": self.tail.lines,
                             "request_log_malformed": self.tail.malformed,
                             "dumps": dumper.samples if dumper is not None else 0}
