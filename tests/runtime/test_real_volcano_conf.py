@@ -130,3 +130,20 @@ def test_cli_exits_2_with_the_reason():
     r = runner.invoke(app, ["run", "examples/quickstart.yaml", "--implementation", "volcano", "--engine", "sim"])
     assert r.exit_code == 2, r.output
     assert "sim engine runs the model only" in r.output
+
+
+def test_both_implementations_fulfil_the_instance_seam():
+    import inspect
+
+    from ha.runtime.external.protocol import SEAM_METHODS
+    from ha.runtime.external.supervisor import ExternalScheduler
+    from ha.runtime.instance import SchedulerInstance
+    for cls in (SchedulerInstance, ExternalScheduler):
+        for m in SEAM_METHODS:
+            fn = getattr(cls, m, None)
+            assert fn is not None and inspect.iscoroutinefunction(fn), (cls.__name__, m)
+    # the parameters the engine passes are the same on both sides
+    for m in ("observe", "decisions", "chaos_call"):
+        a = list(inspect.signature(getattr(SchedulerInstance, m)).parameters)
+        b = list(inspect.signature(getattr(ExternalScheduler, m)).parameters)
+        assert a == b, (m, a, b)

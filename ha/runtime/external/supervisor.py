@@ -129,6 +129,8 @@ class ExternalScheduler:
         # one observation at a time, on a thread of its own: ticks that arrive while a sample runs
         # share it (a slow cache dump never piles up calls, nor starves is_leader / pid of threads)
         self._sampling: asyncio.Future | None = None
+        # what the last observation added to the stats (counters, metrics): the final stats keep it
+        self._observed_stats: dict[str, Any] = {}
         self._sampler = None
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -170,6 +172,9 @@ class ExternalScheduler:
                                request_log=cfg.request_log, delivery_log=cfg.delivery_log,
                                log_path=cfg.log_path, started_at=time.time(), extra={"tmp": tmp})
         self.life = _Life(handle=handle, proc=proc, log_offset=offset)
+        if not cfg.leader_elect:
+            # without leader election vc-scheduler runs its informers and sessions from the start
+            self.life.acquired_at = time.time()
         log.info("%s: vc-scheduler life %d pid %d", cfg.name, n, proc.pid)
 
     async def _watch(self) -> None:
@@ -305,7 +310,7 @@ class ExternalScheduler:
         h = life.handle if life is not None else None
         leading = await asyncio.to_thread(self.is_leader_now)
         last = self.ends[-1] if self.ends else None
-        return {"name": self.cfg.name, "implementation": "volcano", "version": self.cfg.version,
+        return {**self._observed_stats, "name": self.cfg.name, "implementation": "volcano", "version": self.cfg.version,
                 "pid": h.pid if h else None, "running": self.running(), "is_leader": leading,
                 "synced": life is not None and life.acquired_at is not None,
                 "incarnation": self.incarnation, "restarts": len(self.ends),
@@ -346,6 +351,7 @@ class ExternalScheduler:
                         digest.update(v or {})
                         digest["is_leader"] = stats["is_leader"]
                     elif k == "stats":
+                        self._observed_stats = dict(v or {})
                         stats.update(v or {})
                     else:
                         out[k] = v
