@@ -129,6 +129,7 @@ class _State:
     proc: subprocess.Popen | None = None
     build_error: str | None = None
     building: threading.Thread | None = None
+    binary: Path | None = None       # known built: available() then costs no file reads
 
 
 _state = _State(threading.Lock())
@@ -140,7 +141,8 @@ def _ensure_binary() -> Path:
         if _state.build_error:
             raise ProtobufUnavailable(_state.build_error)
         try:
-            return build_go_program(K8SPROTO_DIR, "k8sproto")
+            _state.binary = build_go_program(K8SPROTO_DIR, "k8sproto")
+            return _state.binary
         except GoBuildError as e:
             _state.build_error = f"the protobuf decoder (go/k8sproto) is not available: {e}"
             raise ProtobufUnavailable(_state.build_error) from None
@@ -149,7 +151,10 @@ def _ensure_binary() -> Path:
 def available() -> str | None:
     if _state.build_error:
         return _state.build_error
+    if _state.binary is not None:
+        return None
     if binary_path(K8SPROTO_DIR, "k8sproto").exists():
+        _state.binary = binary_path(K8SPROTO_DIR, "k8sproto")
         return None
     if go_binary() is None:
         return "Go is not installed (no `go` on PATH), so the protobuf decoder (go/k8sproto) cannot be built"

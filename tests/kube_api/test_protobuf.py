@@ -201,6 +201,7 @@ def test_build_error_carries_gos_message(transcoder, tmp_path, monkeypatch):
 def test_without_go_available_names_the_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))          # no binary built there
     monkeypatch.setattr(pb, "go_binary", lambda: None)
+    monkeypatch.setattr(pb._state, "binary", None)              # as in a fresh process
     assert "Go is not installed" in pb.available()
     with pytest.raises(pb.GoBuildError, match="Go is not installed"):
         pb.build_go_program(pb.K8SPROTO_DIR, "k8sproto")
