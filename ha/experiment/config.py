@@ -810,7 +810,7 @@ class Experiment(Strict):
         try:
             return Schedulers.model_validate(d)
         except ValidationError as e:
-            msgs = "; ".join(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+            msgs = "; ".join(f"schedulers.{'.'.join(str(x) for x in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
                              if err['loc'] else err['msg'].removeprefix('Value error, ') for err in e.errors())
             raise BadInput(f"{opt}: {msgs}") from None
 
