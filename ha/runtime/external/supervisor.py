@@ -157,7 +157,9 @@ class ExternalScheduler:
         argv = volcano_argv(cfg, conf_path=self._conf_path, listen=listen, healthz=healthz, dump_dir=dump_dir)
         with open(cfg.log_path, "ab") as f:
             offset = f.tell()
-            f.write(f"=== {cfg.name} life {n} at {time.time():.3f}: {' '.join(argv)}\n".encode())
+            # a restart by the engine is a new supervisor (its generation id) whose lives count from 0
+            f.write(f"=== {cfg.name} life {n} at {time.time():.3f} (supervisor {self.generation}, pid "
+                    f"{os.getpid()}): {' '.join(argv)}\n".encode())
         out = open(cfg.log_path, "ab")
         env = dict(os.environ, DEBUG_SOCKET_DIR=sock_dir)
         try:
