@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from cluster_state.objects import served_shape
 from kube_api.status import KubeError
 
 if TYPE_CHECKING:
@@ -93,6 +94,12 @@ def to_kube_owned(obj: dict, resource: "Resource", *, type_meta: bool = True) ->
     """Convert ``obj`` (the caller's own dict, e.g. fresh from msgpack) in place; returns it.
     ``type_meta=False``: leave ``kind`` / ``apiVersion`` out (the items of a list: the list's
     own say them, and kube-apiserver leaves them out of items too)."""
+    if resource.store_kind == "Event":
+        # stored with its fields under spec (the layout's top-level limit): served at the top
+        shaped = served_shape(obj)
+        if shaped is not obj:
+            obj.clear()
+            obj.update(shaped)
     if type_meta:
         obj["kind"] = resource.kind
         obj["apiVersion"] = resource.api_version

@@ -92,6 +92,11 @@ class RequestContext:
         return wants_table(self.request.headers.get("Accept"))
 
     @property
+    def include_object(self) -> str | None:
+        """The ``includeObject`` query parameter of a Table request (None: the default, Metadata)."""
+        return self.request.query.get("includeObject")
+
+    @property
     def content_type(self) -> str:
         return media_type(self.request.headers.get("Content-Type"))
 

@@ -106,7 +106,8 @@ async def get_object(ctx: RequestContext) -> web.StreamResponse:
     if ctx.wants_table:
         tables = table_module(r)
         if tables is not None:
-            return _json(tables.table(r, [obj], list_meta=None, include_columns=True))
+            return _json(tables.table(r, [obj], list_meta=None, include_columns=True,
+                                      include_object=ctx.include_object or "Metadata"))
     return _json(obj)
 
 
@@ -198,7 +199,8 @@ async def _list_objects(ctx: RequestContext, opts: ListOptions) -> web.StreamRes
         if tables is not None:
             for o in items:
                 to_kube_owned(o, r)
-            return _json(tables.table(r, items, list_meta=meta, include_columns=True))
+            return _json(tables.table(r, items, list_meta=meta, include_columns=True,
+                                      include_object=ctx.include_object or "Metadata"))
     head = {"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta}
     if len(items) <= STREAM_ABOVE:
         for o in items:

@@ -74,6 +74,9 @@ RESOURCES: tuple[Resource, ...] = (
     _r("", "v1", "nodes", "node", "Node", False, "Node", ("status",), ("no",)),
     _r("", "v1", "namespaces", "namespace", "Namespace", False, "Namespace", ("status",), ("ns",)),
     _r("", "v1", "events", "event", "Event", True, "Event", (), ("ev",)),
+    # the legacy bindings collection (POST namespaces/{ns}/bindings; the Python client's
+    # create_namespaced_binding): a write-only door to the pod's binding, nothing to list
+    _r("", "v1", "bindings", "binding", "Binding", True, None, verbs=("create",)),
     # core/v1: what the informers of Volcano and kube-scheduler list, unmodelled
     _r("", "v1", "services", "service", "Service", True, None, ("status",), ("svc",), categories=("all",)),
     _r("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", False, None, ("status",), ("pv",)),

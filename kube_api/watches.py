@@ -126,6 +126,7 @@ class WatchStream:
         self.expired = False
         self.sent = 0
         self.tables = table_module(self.r) if ctx.wants_table else None
+        self.include_object = ctx.include_object or "Metadata"
         self._first_table = True
         self.held_keys: set | None = None if opts.selector.empty() else set()
         self.namespace = ctx.namespace
@@ -169,7 +170,8 @@ class WatchStream:
             kobj = to_kube(obj, self.r) if ep.delivery_log.keep else to_kube_owned(obj, self.r)
             if self.tables is not None:
                 try:
-                    kobj = self.tables.table(self.r, [kobj], list_meta=None, include_columns=self._first_table)
+                    kobj = self.tables.table(self.r, [kobj], list_meta=None, include_columns=self._first_table,
+                                                 include_object=self.include_object)
                     self._first_table = False
                 except Exception:  # noqa: BLE001 -- a broken table must not end the watch
                     log.exception("table for a watch event of %s", self.r.plural)

@@ -118,13 +118,8 @@ def test_binding_both_paths_and_eviction(core):
         v1.create_namespaced_pod_binding("p1", NS, body, _preload_content=False)
     assert e.value.status == 409
     legacy = k.V1Binding(metadata=k.V1ObjectMeta(name="p2"), target=k.V1ObjectReference(kind="Node", name="n2"))
-    try:
-        resp = v1.create_namespaced_binding(NS, legacy, _preload_content=False)
-        assert resp.status == 201
-    except ApiException as e:
-        if e.status == 404:
-            pytest.skip("the front does not register core/v1 bindings yet")
-        raise
+    resp = v1.create_namespaced_binding(NS, legacy, _preload_content=False)
+    assert resp.status == 201
     assert front.api.get("Pod", "p2", NS)["spec"]["nodeName"] == "n2"
     ev = k.V1Eviction(metadata=k.V1ObjectMeta(name="p1", namespace=NS),
                       delete_options=k.V1DeleteOptions(grace_period_seconds=12))
