@@ -147,3 +147,16 @@ def test_both_implementations_fulfil_the_instance_seam():
         a = list(inspect.signature(getattr(SchedulerInstance, m)).parameters)
         b = list(inspect.signature(getattr(ExternalScheduler, m)).parameters)
         assert a == b, (m, a, b)
+
+
+def test_real_instance_tests_skip_with_the_reason_without_a_binary(tmp_path, monkeypatch):
+    from _pytest.outcomes import Skipped
+
+    from tests.runtime.test_real_volcano import _binary_or_skip
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))   # nothing built there
+    monkeypatch.delenv("HA_TESTBED_BUILD_VOLCANO", raising=False)
+    with pytest.raises(Skipped, match=r"vc-scheduler v1.14.1 is not built"):
+        _binary_or_skip()
+    monkeypatch.setenv("PATH", str(tmp_path))                            # and no Go either
+    with pytest.raises(Skipped, match="Go is not installed"):
+        _binary_or_skip()
