@@ -215,3 +215,26 @@ def test_a_leader_paused_past_its_lease_exits_on_resume_and_is_started_again(tmp
     # the metrics name the exit too
     inst = json.loads((out / "metrics.json").read_text())["instances"][name]
     assert inst["restarts"] >= 1 and any(e["reason"] == "leaderelection lost" for e in inst["exits"])
+
+
+def test_api_conflicts_at_the_leaders_endpoint_fail_its_binds_which_it_retries(tmp_path, redis_url, ray_session):
+    # half of the leader's bind calls answer 409 Conflict at its endpoint (nothing is written);
+    # vc-scheduler's resync retries them, so the pods are bound in the end all the same
+    chaos = [{"at": "1s", "for": "8s", "fault": "api-conflict", "target": "leader", "probability": 0.5,
+              "verbs": ["bind", "bind_many"]}]
+    out = _run(tmp_path, redis_url, "volcano-api-conflict", duration="16s", chaos=chaos)
+    h = History(out)
+    ids = _identity_map(h)
+    leader = next(iter(ids.values()))
+    reqs = _requests(out, leader)
+    binds = [r for r in reqs if r.get("subresource") == "binding"]
+    refused = [r for r in binds if r["code"] == 409]
+    assert refused and len([r for r in binds if r["code"] == 201]) > 0, len(binds)
+    # only the leader's endpoint refused anything; the refused pods were bound by a later call
+    for n in ("scheduler-1", "scheduler-2", "scheduler-3"):
+        if n != leader:
+            assert not [r for r in _requests(out, n) if r["code"] == 409 and r.get("subresource") == "binding"]
+    last, _ = _pods(h)
+    retried = {f"{r['namespace']}/{r['name']}" for r in refused}
+    bound_later = {k for k in retried if last.get(k, {}).get("spec", {}).get("nodeName")}
+    assert bound_later, "no refused bind was retried"
