@@ -144,7 +144,7 @@ def cleanup(
 
 @app.command("bench")
 def bench(
-    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale | sim"),
+    name: str = typer.Argument(..., help="api-write | informer | session | e2e | scale | sim | kube-api | hunt"),
     quick: bool = typer.Option(False, "--quick", help="a shorter run (CI smoke)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
     hypernodes: bool = typer.Option(False, "--hypernodes",
