@@ -573,7 +573,8 @@ def hunt_cli(*, profile: str, runs: int | None = None, time_budget: str | None =
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]hunt"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
+    done_col = TextColumn("{task.completed}/{task.total} runs" if runs is not None else "{task.completed} runs")
+    with Progress(TextColumn("[bold]hunt"), BarColumn(), done_col,
                   TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console,
                   disable=not progress or as_json, transient=False) as bar:
         task = bar.add_task("hunt", total=runs, info="")
