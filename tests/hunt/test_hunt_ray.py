@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ha.runtime.ray_local import LOOPBACK_ENV
-from tests.sweep.test_sweep_ray import ROOT, _free_port, _Node, _node_args, _wait_nodes
+from tests.ray_cluster import ROOT, RayNode, free_port, node_args, wait_nodes
 
 
 @pytest.mark.ray
@@ -23,20 +23,20 @@ def test_hunt_over_a_ray_cluster_ships_every_folder_back(tmp_path):
     from ray._private import ray_constants
     if ray.is_initialized():
         ray.shutdown()
-    # as tests/sweep/test_sweep_ray.py: a cluster on loopback (Ray refuses one unless told)
+    # as tests/experiment/test_sweep_ray.py: a cluster on loopback (Ray refuses one unless told)
     cluster_env = dict(LOOPBACK_ENV, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1")
     env = dict(os.environ, **cluster_env, PYTHONPATH=str(ROOT))
     saved_env = {k: os.environ.get(k) for k in cluster_env}
     saved_flag = ray_constants.ENABLE_RAY_CLUSTER
     head_dir = tempfile.mkdtemp(prefix="hthunt-head-")
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
     node = None
     try:
-        node = _Node(["--head", "--port", str(port), "--include-dashboard", "false",
-                      "--ray-client-server-port", str(_free_port()), *_node_args(head_dir)],
+        node = RayNode(["--head", "--port", str(port), "--include-dashboard", "false",
+                      "--ray-client-server-port", str(free_port()), *node_args(head_dir)],
                      env, tmp_path / "head.log")
-        _wait_nodes(address, 1, env)
+        wait_nodes(address, 1, env)
         node.track()
         os.environ.update(cluster_env)
         ray_constants.ENABLE_RAY_CLUSTER = True
