@@ -1,7 +1,7 @@
 """Scheduler configuration: actions, plugin tiers with their ``enabled*`` flags, action arguments.
 
 Mirrors Volcano's ``pkg/scheduler/conf`` (``SchedulerConfiguration``, ``Tier``, ``PluginOption``,
-``Configuration``) and ``framework/arguments.go``.
+``Configuration``) and its action arguments.
 
 Flag semantics (docs/volcano-semantics.md §5.2): the session aggregators treat an unset flag (None) as
 *disabled*. Production YAML runs ``ApplyPluginConfDefaults``, which turns every unset flag on; the
@@ -60,7 +60,7 @@ _FLAG_GO_NAMES: dict[str, tuple[str, ...]] = {
     "enabled_hyper_node_gradient": ("EnabledHyperNodeGradient", "enableHyperNodeGradient"),
 }
 ENABLED_FLAGS: tuple[str, ...] = tuple(_FLAG_GO_NAMES)
-# plugins/defaults.go ApplyPluginConfDefaults turns every unset flag on EXCEPT these two, which stay
+# Volcano's ApplyPluginConfDefaults turns every unset flag on EXCEPT these two, which stay
 # nil (off): hierarchy is opt-in (Session.HierarchyEnabled: non-nil and true), as is cluster order.
 DEFAULTED_FLAGS: tuple[str, ...] = tuple(f for f in ENABLED_FLAGS
                                          if f not in ("enabled_hierarchy", "enabled_cluster_order"))
@@ -391,7 +391,7 @@ class SchedulerConf:
 
 
 def default_conf() -> SchedulerConf:
-    """Volcano's default configuration (``util.go`` DefaultSchedulerConf) plus preempt and reclaim,
+    """Volcano's default configuration (its ``DefaultSchedulerConf``) plus preempt and reclaim,
     with every ``enabled*`` flag on (``ApplyPluginConfDefaults``)."""
     t1 = [PluginOption.all_on(n) for n in ("priority", "gang", "conformance")]
     t2 = [PluginOption.all_on(n) for n in ("overcommit", "drf", "predicates", "proportion", "nodeorder")]

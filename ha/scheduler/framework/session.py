@@ -415,7 +415,7 @@ class Session:
                        overrides: dict[str, Callable] | None = None) -> list[Any]:
         """Preemptable (kind "preempt") or Reclaimable over one batch, with the same tier/vote
         rules; ``overrides`` replace named plugins' functions for this call only (the gang-aware
-        path lets the framework, not the gang plugin, guard gang integrity — seed 001 §5.1)."""
+        path lets the framework, not the gang plugin, guard gang integrity: the gang is judged whole)."""
         attr = "preemptable_fns" if kind == "preempt" else "reclaimable_fns"
         fns = dict(getattr(self, attr))
         for name, fn in (overrides or {}).items():
@@ -1037,7 +1037,8 @@ def _pg_status(job: Any) -> dict:
 
 
 def _set_pod_node_name(task: Any, hostname: str) -> None:
-    """``task.Pod.Spec.NodeName = hostname``: the pod object is shared with the cache (§4.6)."""
+    """``task.Pod.Spec.NodeName = hostname``: the pod object is shared with the cache (as Volcano's session
+    and cache share one pod)."""
     pod = getattr(task, "pod", None)
     if isinstance(pod, dict):
         pod.setdefault("spec", {})["nodeName"] = hostname
