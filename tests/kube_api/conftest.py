@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,3 +66,16 @@ def kubectl_binary() -> str | None:
         if c and shutil.os.path.exists(c):
             return c
     return None
+
+
+def go_program(module_dir: Path, name: str | None = None) -> Path:
+    """The binary of one of the repository's Go programs, built into the user cache on first use.
+    Skips where Go is missing and it was never built; where Go is present and the build fails,
+    fails with Go's error (a broken build must not pass as a skip)."""
+    from kube_api import protobuf as pb
+    if pb.go_binary() is None and not pb.binary_path(module_dir, name).exists():
+        pytest.skip(f"Go is not installed (no `go` on PATH) and {module_dir.name} is not built")
+    try:
+        return pb.build_go_program(module_dir, name)
+    except pb.GoBuildError as e:
+        pytest.fail(str(e))

@@ -21,6 +21,7 @@ from cluster_state.errors import NotFound
 from kube_api import protobuf as pb
 from kube_api.endpoint import EndpointChaos
 
+from .conftest import go_program
 from .read_helpers import NS, node, pod, podgroup
 
 PROBE_DIR = Path(__file__).resolve().parents[2] / "go" / "clientgo-probe"
@@ -29,23 +30,13 @@ PROTO = "application/vnd.kubernetes.protobuf"
 
 @pytest.fixture(scope="module")
 def probe_binary() -> Path:
-    if pb.go_binary() is None and not pb.binary_path(PROBE_DIR).exists():
-        pytest.skip("Go is not installed (no `go` on PATH) and go/clientgo-probe is not built")
-    try:
-        return pb.build_go_program(PROBE_DIR)
-    except pb.GoBuildError as e:
-        pytest.fail(str(e))
+    return go_program(PROBE_DIR)
 
 
 @pytest.fixture(scope="module")
 def protobuf_decoder():
     """The front decodes client-go's protobuf bodies through go/k8sproto."""
-    if pb.go_binary() is None and not pb.binary_path(pb.K8SPROTO_DIR, "k8sproto").exists():
-        pytest.skip("Go is not installed (no `go` on PATH) and go/k8sproto is not built")
-    try:
-        pb.build_go_program(pb.K8SPROTO_DIR, "k8sproto")
-    except pb.GoBuildError as e:
-        pytest.fail(str(e))
+    go_program(pb.K8SPROTO_DIR, "k8sproto")
 
 
 class Probe:

@@ -12,15 +12,12 @@ import pytest
 
 from kube_api import protobuf as pb
 
+from .conftest import go_program
+
 
 @pytest.fixture(scope="module")
 def transcoder():
-    if pb.go_binary() is None and not pb.binary_path(pb.K8SPROTO_DIR, "k8sproto").exists():
-        pytest.skip("Go is not installed (no `go` on PATH) and go/k8sproto is not built")
-    try:
-        pb.build_go_program(pb.K8SPROTO_DIR, "k8sproto")
-    except pb.GoBuildError as e:
-        pytest.fail(str(e))
+    go_program(pb.K8SPROTO_DIR, "k8sproto")
     assert pb.available() is None
     yield pb
 

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from kube_api import protobuf as pb
+from tests.kube_api.conftest import go_program
 from tests.kube_api.write_helpers import POD, assert_status, call, pod_json
 
 PROTO = "application/vnd.kubernetes.protobuf"
@@ -18,12 +19,7 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/volcano-system/leases"
 
 @pytest.fixture(scope="module")
 def encoder():
-    if pb.go_binary() is None and not pb.binary_path(pb.K8SPROTO_DIR, "k8sproto").exists():
-        pytest.skip("Go is not installed and go/k8sproto is not built")
-    try:
-        pb.build_go_program(pb.K8SPROTO_DIR, "k8sproto")
-    except pb.GoBuildError as e:
-        pytest.fail(str(e))
+    go_program(pb.K8SPROTO_DIR, "k8sproto")
     return lambda obj: asyncio.run(pb.encode(obj))
 
 
