@@ -4,14 +4,16 @@ matters to a scheduler testbed:
 * a pod of an unfinished job that was evicted (deleted) or Failed is re-created with a NEW uid and a
   new name: ``<slot-base>-r<attempt>`` (annotation ``ha-testbed/attempt``), so cyclic evictions are
   visible; a Failed pod is deleted first (grace 0), an evicted one is re-created once it is gone;
-* PodGroup status: counts (running/succeeded/failed); phase ``Running`` once at least minMember pods
-  run (or have succeeded) — ``Pending → Inqueue`` stays the scheduler's enqueue action — and
-  ``Completed`` when every slot has succeeded;
-* optionally deletes a completed job's pods (keeps caches small in long runs).
+* a job is complete when every slot has a Succeeded pod; then nothing is re-created, and optionally
+  its pods are deleted (keeps caches small in long runs).
+
+The PodGroup's status (phase, running / succeeded / failed counts, conditions) is the scheduler's
+alone, as in Volcano, where the scheduler's job updater writes it and the job controller writes the
+Job's status, never the PodGroup's. A second writer would race the scheduler's full-object PodGroup
+updates (every race a 409 for one of them) and would show phases the scheduler never decided.
 
 State is rebuilt from the API server on start (slots are remembered from the pods seen), so the
-controller survives its actor's restart. Writes use resourceVersion preconditions; a 409 means the
-scheduler wrote first, and the next tick retries on the newer object.
+controller survives its actor's restart.
 """
 from __future__ import annotations
 
@@ -61,9 +63,7 @@ class ControllerStats:
     recreated: int = 0
     failed_deleted: int = 0
     completed_jobs: int = 0
-    phase_updates: int = 0
     finished_pods_deleted: int = 0
-    conflicts: int = 0
     errors: int = 0
 
 
@@ -139,7 +139,7 @@ class JobController:
                 for pod in pods:
                     self._remember(slots, pod)
             self._wrote = False
-            await self._sync_job(key, pgs[key], pods)
+            await self._sync_job(key, pods)
             if self._wrote:
                 retry[key] = None
         # forget jobs whose PodGroup is gone
@@ -197,13 +197,16 @@ class JobController:
         if old is None or n >= old[1]:
             slots[base] = (pod, n)
 
-    async def _sync_job(self, key, pg: dict, pods: list[dict]) -> None:
+    async def _sync_job(self, key, pods: list[dict]) -> None:
         slots = self._slots.get(key, {})
         by_slot: dict[str, list[dict]] = {}
         for pod in pods:
             by_slot.setdefault(slot_of(pod)[0], []).append(pod)
         done = bool(slots) and all(any(_phase(p) == "Succeeded" for p in by_slot.get(b, []))
                                    for b in slots)
+        if done and key not in self._completed:
+            self._completed.add(key)
+            self.stats.completed_jobs += 1
         done = done or key in self._completed
         if not done and self.config.recreate:
             for base, (template, attempt) in slots.items():
@@ -218,7 +221,6 @@ class JobController:
                 if any(_deleting(p) for p in mine):
                     continue  # wait until the evicted pod is gone (its resources are released)
                 await self._recreate(key, base, template, attempt + 1)
-        await self._update_status(key, pg, pods, done)
         if done and self.config.delete_finished:
             for p in pods:
                 if not _deleting(p):
@@ -262,37 +264,6 @@ class JobController:
             pass
         except ApiError:
             self.stats.errors += 1
-
-    async def _update_status(self, key, pg: dict, pods: list[dict], done: bool) -> None:
-        from cluster_state.errors import Conflict, NotFound
-        st = dict(pg.get("status") or {})
-        running = sum(_phase(p) == "Running" for p in pods)
-        succeeded = sum(_phase(p) == "Succeeded" for p in pods)
-        failed = sum(_phase(p) == "Failed" for p in pods)
-        min_member = int((pg.get("spec") or {}).get("minMember") or 1)
-        phase = st.get("phase") or "Pending"
-        new_phase = phase
-        if done:
-            new_phase = "Completed"
-        elif phase in ("Pending", "Inqueue", "Unknown") and running + succeeded >= min_member:
-            new_phase = "Running"
-        want = {"phase": new_phase, "running": running, "succeeded": succeeded, "failed": failed}
-        if all(st.get(k) == v for k, v in want.items()):
-            if done:
-                self._completed.add(key)
-            return
-        st.update(want)
-        try:
-            self._wrote = True
-            await self.api.update_status({**pg, "status": st})
-            self.stats.phase_updates += 1
-            if done and key not in self._completed:
-                self._completed.add(key)
-                self.stats.completed_jobs += 1
-        except Conflict:
-            self.stats.conflicts += 1
-        except NotFound:
-            pass
 
 
 def _phase(pod: dict) -> str:
