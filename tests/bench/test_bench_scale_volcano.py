@@ -130,14 +130,14 @@ def test_a_tiny_real_run_reports_every_figure(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from ha.bench.scale_cluster import QUICK
-    tiny = replace(QUICK, nodes=10, bound=90, pending=20, baseline_window_s=2.0, window_s=3.0,
-                   rate_gangs_per_s=2.0, min_sessions=2, max_window_s=30.0, creators=1)
+    tiny = replace(QUICK, nodes=10, bound=90, pending=20, baseline_window_s=1.0, window_s=2.0,
+                   rate_gangs_per_s=2.0, min_sessions=1, max_window_s=30.0, creators=1)
     monkeypatch.setattr(scale, "QUICK", tiny)
     r = scale.run(quick=True, implementation="volcano", model="off")
     p = r.params
     assert p["nodes"] == 10 and p["pods"] == 110 and p["leader"] in ("scheduler-1", "scheduler-2", "scheduler-3")
     # the leader's sessions, each one read from its own /metrics
-    assert p["sessions"] >= 2 and r.value is not None and r.value > 0
+    assert p["sessions"] >= 1 and r.value is not None and r.value > 0
     assert p["session_p99_from_histogram_ms"] is not None
     rows = {x["name"]: x for x in r.extra}
     assert 0 < rows["scale-volcano-sync"]["value"] < 60

@@ -69,8 +69,12 @@ def test_real_v1_14_evicts_pod1_and_each_re_creation_in_turn_and_never_binds_pod
             last[ev["object"]["metadata"]["name"]] = ev["object"]
     assert not last["pod3"]["spec"].get("nodeName")
     summary = json.loads((out / "metrics.json").read_text())["summary"]
-    assert summary["cyclic_evictions"] == len(evicted) - 1, (summary["cyclic_evictions"], evicted)
-    assert summary["wasted_evictions"] >= len(evicted) - 1
+    cyclic, wasted = summary["cyclic_evictions"], summary["wasted_evictions"]
+    assert cyclic["count"] == len(evicted) - 1 and cyclic["evicted_pods"] == len(evicted), (cyclic, evicted)
+    # no eviction served its preemptor (pod3 never bound); the last one may be left unjudged when
+    # the run ends within its window
+    assert wasted["evictions"] == len(evicted) and wasted["used"] == 0, wasted
+    assert wasted["count"] >= len(evicted) - 1, wasted
     # nothing ran before the world: the first eviction is after run time 0
     first = min(r["t"] for r in h.decisions() if r["op"] == "evict")
     assert first > 0, first
