@@ -5,8 +5,8 @@ as the instances, beside the model's figures from the same command.
 The cluster is ``ha.bench.scale``'s (``scale_cluster.py``: 5,000 nodes, 99,000 bound pods, 1,000
 pending pods in gangs of 10 that fit nowhere; ``--quick``: 100 nodes, 2,000 pods), created in an
 embedded Redis; a Kubernetes API front (``kube_api``) runs in a process of its own with one
-endpoint per instance; each instance is a vc-scheduler process (leader-elected, lease 15 s / 10 s /
-2 s, period 1 s, Volcano's own default actions ``enqueue, allocate, backfill`` with its default
+endpoint per instance; each instance is a vc-scheduler process (leader-elected, lease 60 s / 45 s /
+2 s -- ``LEASE`` says why not the model's 15 / 10 / 2 --, period 1 s, Volcano's own default actions ``enqueue, allocate, backfill`` with its default
 plugins, every flag at Volcano's default) under its supervisor (``ha.runtime.external``, a Ray
 actor), talking to its own endpoint. Then, as in the model's run: a baseline window without the
 pending PodGroups, the living cluster (kubelet, job controller, workload at the same rate), the
@@ -44,6 +44,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import sys
 import tempfile
 import time
 import uuid
@@ -55,7 +56,7 @@ from typing import Any
 from ha.bench import BenchResult
 from ha.bench.scale_cluster import ARRIVAL_REQUEST, Sizes, pending_job
 
-__all__ = ["measure", "result_from", "SessionMeter", "klog_time", "vm_rss", "sync_from_log",
+__all__ = ["measure", "result_from", "SessionMeter", "klog_time", "vm_rss", "sync_from_log", "last_life",
            "INSTANCES", "SYNCED_LINE", "ACQUIRED_LINE"]
 
 INSTANCES = ("scheduler-1", "scheduler-2", "scheduler-3")
@@ -63,9 +64,19 @@ ACQUIRED_LINE = "successfully acquired lease"
 SYNCED_LINE = "Scheduler completes Initialization and start to run"
 _KLOG = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})\s")
 MIB = 1024 * 1024
+# Lease duration, renew deadline, retry (s). Longer than the model's 15 / 10 / 2: the leader renews
+# through its endpoint of the front, one Python event loop that decodes the 100,000 pods of the
+# leader's first list without yielding; at 10 s the renewal timed out meanwhile on the loaded
+# machine and the leader exited before its cache had synced (the front's limit, not Volcano's)
+LEASE = (60.0, 45.0, 2.0)
 
 
 # ------------------------------------------------------------------------------------ readers
+def _note(msg: str) -> None:
+    if os.environ.get("HA_BENCH_VERBOSE"):
+        print(f"scale (volcano): {msg}", file=sys.stderr, flush=True)
+
+
 def klog_time(line: str, *, year: int | None = None) -> float | None:
     """The wall-clock time (unix seconds) of a klog line's header (``I1127 22:23:02.269388``), read
     as local time as klog writes it; None for a line without one."""
@@ -90,6 +101,15 @@ def sync_from_log(text: str) -> dict[str, float] | None:
     if acquired is None or synced is None:
         return None
     return {"acquired": acquired, "synced": synced}
+
+
+def last_life(text: str, instance: str) -> tuple[int, str]:
+    """The number and the log of the last life of ``instance`` in its log (the supervisor writes
+    ``=== <instance> life N at`` before each)."""
+    marks = list(re.finditer(rf"^=== {re.escape(instance)} life (\d+) at", text, re.M))
+    if not marks:
+        return 0, text
+    return int(marks[-1].group(1)), text[marks[-1].start():]
 
 
 def vm_rss(pid: int) -> int | None:
@@ -222,6 +242,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
     prefix = f"bench-scale-vc-{uuid.uuid4().hex[:6]}"
     out: dict = {"sizes": asdict(sz), "scheduler": binary.record()}
     out["setup_s"] = setup(url, prefix, sz)
+    _note(f"set up {sz.nodes} nodes, {sz.bound + sz.pending} pods in {out['setup_s']:.1f}s")
     work = Path(tempfile.mkdtemp(prefix="ht-bench-scale-vc-"))
     tmp_root = tempfile.mkdtemp(prefix="ht-bsv-")        # short: unix-socket paths live under it
     ctx = mp.get_context("spawn")
@@ -246,7 +267,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
                 request_log=str(work / "kube-api" / name / "requests.jsonl"),
                 delivery_log=str(work / "kube-api" / name / "delivery.log"),
                 scheduler_conf_yaml=conf_yaml, redis_url=url, prefix=prefix, leader_elect=True,
-                lease_duration=15.0, lease_renew_deadline=10.0, lease_retry=2.0, period_s=sz.period_s,
+                lease_duration=LEASE[0], lease_renew_deadline=LEASE[1], lease_retry=LEASE[2], period_s=sz.period_s,
                 verbosity=2, restart_delay_s=1.0, tmp_root=tmp_root)
             actors[name] = create_external_actor(cfg, namespace=ns)
         ray.get([a.ping.remote() for a in actors.values()], timeout=180)
@@ -262,7 +283,9 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
                 if v is not None:
                     rss_max[n] = max(rss_max[n], v)
 
-        # the leader, and its cache synced (its log says when), its /metrics read from the start
+        # the leader, and its cache synced (its log says when), its /metrics read from the start.
+        # A life that lost the Lease before it synced exits and is started again: the leader is
+        # the instance whose current life has won the Lease and synced, its lives before counted
         deadline = time.monotonic() + 1200
         leader = None
         meter = SessionMeter()
@@ -272,25 +295,40 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
             if time.monotonic() > deadline:
                 raise RuntimeError("bench scale (volcano): no instance led and synced within 1,200 s")
             note_rss()
-            if leader is None:
-                stats = ray.get([actors[n].stats.remote() for n in actors], timeout=60)
-                leading = [s["name"] for s in stats if s.get("became_leader_at")]
-                if leading:
-                    leader = leading[0]
-                    scraper = MetricsScraper(handles[leader]["metrics_url"], timeout_s=5.0)
-            if leader is not None:
+            for n in actors:
+                life, part = last_life(Path(handles[n]["log_path"]).read_text(errors="replace"), n)
+                got = sync_from_log(part)
+                if ACQUIRED_LINE in part and leader != (n, life):
+                    # a new leading life: read its /metrics from before its first session (seen
+                    # only once synced: its sessions so far are taken at their mean)
+                    h = ray.get(actors[n].handle.remote(), timeout=30)
+                    if h["life"] == life:
+                        handles[n] = h
+                        pids[n] = h["pid"]
+                        rss_max.setdefault(n, 0)
+                        leader = (n, life)
+                        scraper = MetricsScraper(h["metrics_url"], timeout_s=5.0)
+                        meter = SessionMeter()
+                if got is not None and leader == (n, life):
+                    sync = got
+            if scraper is not None:
                 try:
                     meter.read(scraper.scrape().get("e2e_scheduling_latency_ms"))
                 except MetricsUnavailable:
                     pass
-                text = Path(handles[leader]["log_path"]).read_text(errors="replace")
-                part = text.split(f"=== {leader} life 0 at", 1)[-1]
-                sync = sync_from_log(part)
-            time.sleep(0.25)
+            if sync is None:
+                time.sleep(0.25)
+        leader, leader_life = leader
+        out["lives_before_sync"] = leader_life
+        t_spawn = handles[leader]["started_at"] if leader_life else t_spawn
+        _note(f"{leader} leads and synced: {sync['synced'] - sync['acquired']:.1f}s after winning the Lease")
         out["leader"] = leader
         out["sync"] = {"acquired_to_synced_s": sync["synced"] - sync["acquired"],
                        "spawn_to_synced_s": sync["synced"] - t_spawn,
                        "spawn_to_acquired_s": sync["acquired"] - t_spawn}
+        for n in actors:            # the current life of each (a standby may have restarted too)
+            h = ray.get(actors[n].handle.remote(), timeout=30)
+            handles[n], pids[n] = h, h["pid"]
         note_rss()
         out["rss_after_sync_bytes"] = {n: vm_rss(p) or 0 for n, p in pids.items()}
 
@@ -313,6 +351,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
         out["first_session_ms"] = base[0] if base else None
         out["baseline_sessions_ms"] = base[1:]
         out["baseline_merged"] = meter.merged
+        _note(f"baseline sessions: {len(base)} (first {out['first_session_ms']} ms)")
 
         wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
                             runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
@@ -330,6 +369,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
             pass
         meter.take()
         merged0 = meter.merged
+        _note("the living cluster is up; creating the pending PodGroups")
         api = ApiClient.from_url(url, prefix=prefix)
         for j in range(sz.pending // sz.gang):
             api.create(pending_job(j, sz)[0])
@@ -340,6 +380,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
         w1 = time.time()
         c1 = ray.get(cluster.stats.remote(), timeout=120)
         out["sessions_ms"] = meter.take()
+        _note(f"window: {len(out['sessions_ms'])} sessions in {out['window_s']:.0f}s")
         out["sessions_merged"] = meter.merged - merged0
         out["histogram_buckets"] = meter.buckets
         out["created"] = int(c1["created_pods"]) - int(c0["created_pods"])
@@ -421,6 +462,7 @@ def result_from(m: dict, model: dict | None, quick: bool) -> BenchResult:
               "rss_mib": {n: round(v / MIB) for n, v in m["rss_max_bytes"].items()},
               "rss_after_sync_mib": {n: round(v / MIB) for n, v in m["rss_after_sync_bytes"].items()},
               "setup_s": round(m["setup_s"], 1), "restarts": m.get("restarts"), "exits": m.get("exits"),
+              "lease_s": list(LEASE), "leader_lives_before_sync": m.get("lives_before_sync"),
               "cluster": m.get("cluster"), "binds": m["binds"], "created": m["created"],
               "model": None if model is None else {
                   "sessions_ms_in_order": [round(x) for x in model["sessions_ms"]],

@@ -147,3 +147,17 @@ def test_a_tiny_real_run_reports_every_figure(tmp_path, monkeypatch):
         assert p["rss_mib"][n] >= 10, p["rss_mib"]
     assert p["rss_mib"][p["leader"]] >= max(p["rss_mib"].values()) - 1
     assert p["restarts"] == {"scheduler-1": 0, "scheduler-2": 0, "scheduler-3": 0}
+
+
+def test_last_life_is_the_part_after_the_last_header():
+    text = ("=== scheduler-2 life 0 at 1.0 (...)\nI1127 22:58:34.739063 1 x] successfully acquired lease v/v\n"
+            "F1127 22:58:51.046615 1 x] leaderelection lost\n"
+            "=== scheduler-2 life 1 at 2.0 (...)\nI1127 22:59:11.881988 2 x] successfully acquired lease v/v\n"
+            "I1127 23:00:21.881988 2 x] Scheduler completes Initialization and start to run\n")
+    life, part = scale_volcano.last_life(text, "scheduler-2")
+    assert life == 1 and part.startswith("=== scheduler-2 life 1 at")
+    got = sync_from_log(part)
+    assert got["synced"] - got["acquired"] == pytest.approx(70.0)
+    # the whole log would pair life 0's Lease with life 1's sync
+    assert sync_from_log(text)["synced"] - sync_from_log(text)["acquired"] > 100
+    assert scale_volcano.last_life("no header\n", "scheduler-2") == (0, "no header\n")
