@@ -183,6 +183,18 @@ def _front_main(url: str, prefix: str, log_dir: str, q, stop) -> None:
     asyncio.run(main())
 
 
+def _action_totals(scraper: Any) -> dict[str, tuple[float, float]]:
+    """{action: (count, sum ms)} of ``volcano_action_scheduling_latency_milliseconds`` ({} when
+    the page cannot be read)."""
+    from ha.runtime.external.observe.metrics import MetricsUnavailable
+    try:
+        rec = scraper.scrape()
+    except MetricsUnavailable:
+        return {}
+    return {a: (float(h.get("count") or 0), float(h.get("sum") or 0.0))
+            for a, h in (rec.get("action_latency_ms") or {}).items()}
+
+
 def _binds_between(request_log: Path, t0: float, t1: float) -> int:
     n = 0
     try:
@@ -375,9 +387,15 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
             api.create(pending_job(j, sz)[0])
         api.close()
         c0 = ray.get(cluster.stats.remote(), timeout=120)
+        a0 = _action_totals(scraper)
         w0 = time.time()
         out["window_s"] = window(sz.window_s, sz.min_sessions)
         w1 = time.time()
+        a1 = _action_totals(scraper)
+        # where the window's sessions went: each action's mean per session (its own histogram)
+        out["actions_ms"] = {a: {"runs": round(c - a0.get(a, (0, 0.0))[0]),
+                                 "mean_ms": round((t - a0.get(a, (0, 0.0))[1]) / (c - a0.get(a, (0, 0.0))[0]), 1)}
+                             for a, (c, t) in a1.items() if c > a0.get(a, (0, 0.0))[0]}
         c1 = ray.get(cluster.stats.remote(), timeout=120)
         out["sessions_ms"] = meter.take()
         _note(f"window: {len(out['sessions_ms'])} sessions in {out['window_s']:.0f}s")
@@ -464,6 +482,7 @@ def result_from(m: dict, model: dict | None, quick: bool) -> BenchResult:
               "setup_s": round(m["setup_s"], 1), "restarts": m.get("restarts"), "exits": m.get("exits"),
               "lease_s": list(LEASE), "leader_lives_before_sync": m.get("lives_before_sync"),
               "cluster": m.get("cluster"), "binds": m["binds"], "created": m["created"],
+              "actions_ms_in_window": m.get("actions_ms"),
               "model": None if model is None else {
                   "sessions_ms_in_order": [round(x) for x in model["sessions_ms"]],
                   "sync_s": {n: round(v, 2) for n, v in model["sync_s"].items()},
