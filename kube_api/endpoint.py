@@ -249,7 +249,11 @@ class Endpoint:
         if self.log_dir is not None:
             os.makedirs(self.log_dir, exist_ok=True)
             dl_path = os.path.join(self.log_dir, "delivery.log")
-            self._req_fh = open(os.path.join(self.log_dir, "requests.jsonl"), "ab")
+            # unbuffered: each request's line reaches the file at once (one append each). An
+            # external instance's decisions are read from this file while the run goes on; a
+            # buffer held the last few kilobytes of requests back -- a run's last binds were
+            # never observed (they reached the file only when the endpoint closed)
+            self._req_fh = open(os.path.join(self.log_dir, "requests.jsonl"), "ab", buffering=0)
         self.delivery_log = DeliveryLog(dl_path, instance=name, keep=keep_logs)
         # False: the delivery log keeps nothing (no file, nothing in memory): skip building records
         self.logs_deliveries = bool(keep_logs or dl_path)

@@ -524,13 +524,25 @@ def result_from(m: dict, quick: bool) -> BenchResult:
                        extra=extra)
 
 
-def run(quick: bool, where: str = "actors", sessions: str = "5", rate: str = "") -> BenchResult:
+def run(quick: bool, where: str = "actors", sessions: str = "5", rate: str = "",
+        implementation: str = "model", volcano: str = "v1.14.1", volcano_source: str = "",
+        model: str = "on") -> BenchResult:
     """``where``: ``actors`` (the benchmark above) or ``model`` (the same cluster in one scheduler
     cache in this process, the session timed phase by phase: ha/bench/scale_model.py);
     ``sessions``: how many sessions the model samples per window; ``rate``: the living cluster's
-    arrivals in gangs per second (default: the sizes' own, 8 at full size)."""
+    arrivals in gangs per second (default: the sizes' own, 8 at full size).
+    ``implementation``: ``model`` (the instances are the model's actors) or ``volcano`` (three
+    vc-scheduler processes of ``volcano`` -- a version -- or ``volcano_source`` -- a checkout --
+    through the API front, ha/bench/scale_volcano.py; ``model``: ``on`` runs the model's
+    benchmark at the same sizes after it, for the baselines, ``off`` leaves it out)."""
     from dataclasses import replace
     from ha.errors import BadInput
+    if implementation not in ("model", "volcano"):
+        raise BadInput(f"bench scale: implementation: 'model' or 'volcano', got {implementation!r}")
+    if model not in ("on", "off"):
+        raise BadInput(f"bench scale: model: 'on' or 'off', got {model!r}")
+    if implementation == "model" and (volcano_source or volcano != "v1.14.1"):
+        raise BadInput("bench scale: volcano / volcano_source need implementation=volcano")
     sz = QUICK if quick else FULL
     if rate != "":
         try:
@@ -551,5 +563,23 @@ def run(quick: bool, where: str = "actors", sessions: str = "5", rate: str = "")
         return scale_model.result_from(scale_model.measure(sz, n), sz, quick)
     if where != "actors":
         raise BadInput(f"bench scale: where: 'actors' or 'model', got {where!r}")
+    if implementation == "volcano":
+        from ha.bench import scale_volcano
+        binary = _volcano_binary(volcano, volcano_source)
+        real = scale_volcano.measure(sz, binary)
+        return scale_volcano.result_from(real, measure(sz) if model == "on" else None, quick)
     m = measure(sz)
     return result_from(m, quick)
+
+
+def _volcano_binary(version: str, source: str):
+    """The vc-scheduler to run (built when missing, as ``ha-testbed run`` builds it); BadInput
+    naming why it cannot be had."""
+    from ha.experiment.config import VolcanoSpec
+    from ha.runtime.external.volcano import resolve_binary
+    try:
+        spec = VolcanoSpec(**({"source": source} if source else {"version": version}))
+    except ValueError as e:
+        from ha.errors import BadInput
+        raise BadInput(f"bench scale: volcano: {e}") from None
+    return resolve_binary(spec, log=lambda m: print(f"bench scale: {m}", file=sys.stderr, flush=True))

@@ -307,7 +307,8 @@ class LiveLifecycle(EngineParts):
                              retry_outages_s=60.0 if self.has_fault("redis-restart") else 0.0)
 
     def start_parts(self, recorder: Recorder) -> None:
-        """Proxies, instances, cluster actor, nemesis; run time 0 is when the workload starts."""
+        """Proxies, instances, cluster actor, nemesis; run time 0 is when the workload starts (and,
+        for vc-scheduler instances, when their processes start)."""
         import ray
         from ha.runtime.cluster import create_cluster_actor
         self.recorder = recorder
@@ -321,7 +322,15 @@ class LiveLifecycle(EngineParts):
         self.planned = placement.plan(placement.ray_nodes(), list(self.slots), self.driver_node)
         for slot in self.slots.values():
             slot.actor = self.new_instance_actor(slot)
-        ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
+        if self.external:
+            # vc-scheduler runs its first session as soon as its cache has synced (its session
+            # loop runs at once, then every period), so a process started before the world would
+            # schedule, evict and bind while no kubelet or job controller runs -- for as long as
+            # the cluster actor takes to start (seconds of Ray worker start-up), at negative run
+            # time. The supervisors' actors are made ready here; the processes start at run time 0.
+            ray.get([s.actor.ping.remote() for s in self.slots.values()], timeout=120)
+        else:
+            ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
         self.cluster_actor = create_cluster_actor(self.cluster_config(), name=f"cluster-{self.run_id}",
                                                   max_restarts=0,
                                                   scheduling_strategy=placement.strategy(self.driver_node)
@@ -330,6 +339,8 @@ class LiveLifecycle(EngineParts):
         self.t0_mono = time.monotonic()
         self.t0_wall = time.time()
         recorder.t0_wall = self.t0_wall
+        if self.external:
+            ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
         for slot in self.slots.values():
             slot.alive = True
             self.note_started(slot, event="start")

@@ -12,30 +12,19 @@ many minutes).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 
 from ha.experiment.config import parse_experiment
 from ha.experiment.history import History
 from ha.experiment.runner import ExperimentRunner
+from tests.runtime.real_volcano import binary_or_skip
 
 
 def _binary_or_skip() -> None:
-    from ha.runtime.external.volcano import built_binary
-    if built_binary("v1.14.1") is not None:
-        return
-    if shutil.which("go") is None:
-        pytest.skip("vc-scheduler v1.14.1 is not built and Go is not installed")
-    if not os.environ.get("HA_TESTBED_BUILD_VOLCANO"):
-        pytest.skip("vc-scheduler v1.14.1 is not built (`ha-testbed volcano build v1.14.1`, or set "
-                    "HA_TESTBED_BUILD_VOLCANO=1 to build it here)")
-    from ha.volcano.build import build
-    build("v1.14.1")
+    binary_or_skip("v1.14.1")
 
 
 BASE = {
