@@ -20,9 +20,8 @@ from typing import Any
 
 from cluster_state.quantity import QuantityError, format_quantity, parse_quantity
 from ha.errors import BadInput
-from ha.scheduler.actions import action_names
-from ha.scheduler.conf import FLAG_ALIASES, FLAG_NAMES
-from ha.scheduler.plugins import plugin_names
+from ha.scheduler.conf import (ENABLED_FLAGS, FLAG_ALIASES, FLAG_NAMES, known_actions, known_plugins,
+                               read_action_arguments, read_actions, read_registered_builders, read_tiers)
 
 __all__ = [
     "Scenario", "Expected", "PluginSpec", "ClusterObjects", "known_actions", "known_plugins",
@@ -37,15 +36,6 @@ ZERO_TIME = 0.0
 DELETION_TIME = 1.0
 
 KNOWN_KINDS = ("action", "unit")
-def known_actions() -> tuple[str, ...]:
-    """The actions the scheduler model implements: its registry is the one list."""
-    return tuple(action_names())
-
-
-def known_plugins() -> tuple[str, ...]:
-    """The plugins registered with the model (a plugin module that fails to import is an error when
-    ``ha.scheduler`` is imported, never a plugin quietly missing from this list)."""
-    return tuple(plugin_names())
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 PG_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
@@ -255,8 +245,9 @@ def _resources(ctx: _Ctx, v: Any, where: str, *, nullable: bool = False) -> dict
 
 def _unique(ctx: _Ctx, seen: set, key: Any, where: str, what: str) -> None:
     if key in seen:
+        # a key is (kind, [namespace,] name): the message names the object, not the kind tag
         raise ctx.err(where, f"duplicate {what} {key!r}" if not isinstance(key, tuple)
-                      else f"duplicate {what} {'/'.join(key)!r}")
+                      else f"duplicate {what} {'/'.join(key[1:])!r}")
     seen.add(key)
 
 
@@ -719,67 +710,32 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
     return out
 
 
-def _known_arguments(ctx: _Ctx, plugin: str, args: dict, where: str) -> None:
-    """Reject argument keys the plugin does not read. A plugin builder declares them in
-    ``argument_keys`` (exact keys) and ``argument_prefixes``; one declaring neither is not checked."""
-    from ha.scheduler.actions.utils.gang_path import GANG_AWARE_KEY
-    from ha.scheduler.framework.registry import get_plugin_builder
-    builder = get_plugin_builder(plugin)
-    keys = getattr(builder, "argument_keys", None)
-    prefixes = tuple(getattr(builder, "argument_prefixes", ()) or ())
-    if keys is None and not prefixes:
-        return
-    # the gang-aware switches of preempt / reclaim are read from any plugin's arguments too
-    # (seed 001's configuration puts them there; gang_path._arg_bool)
-    keys = tuple(keys or ()) + tuple(f"{a}.{GANG_AWARE_KEY}" for a in ("preempt", "reclaim"))
-    for k in args:
-        if k not in keys and not any(str(k).startswith(p) for p in prefixes):
-            known = ", ".join(list(keys) + [f"{p}*" for p in prefixes]) or "(none)"
-            raise ctx.err(f"{where}.{k}", f"unknown argument {k!r} for plugin {plugin!r}; known: {known}")
+def _first(ctx: _Ctx, problems: list[tuple[str, str]]) -> None:
+    """The scheduler configuration's schema (ha.scheduler.conf) collects problems; a scenario
+    file reports the first, as it does for its objects."""
+    if problems:
+        raise ctx.err(*problems[0])
 
 
 def parse_tiers(ctx: _Ctx, tiers: Any, where: str) -> list[list[PluginSpec]]:
-    out: list[list[PluginSpec]] = []
-    for ti, tier in enumerate(_list(ctx, tiers, where)):
-        # also accept the YAML shape {"plugins": [...]}
-        if isinstance(tier, dict) and "plugins" in tier:
-            tier = tier["plugins"]
-        plugins: list[PluginSpec] = []
-        for pi, opt in enumerate(_list(ctx, tier, f"{where}[{ti}]")):
-            w = f"{where}[{ti}][{pi}]"
-            opt = _obj(ctx, opt, w)
-            name = _str(ctx, _req(ctx, opt, "name", w), f"{w}.name", allow_empty=False)
-            if name not in known_plugins():
-                raise ctx.err(f"{w}.name", f"unknown plugin {name!r}; known: {', '.join(known_plugins())}")
-            flags: dict[str, bool] = {}
-            args: dict[str, Any] = {}
-            for k, v in opt.items():
-                if k == "name":
-                    continue
-                if k == "arguments":
-                    args = dict(_obj(ctx, v, f"{w}.arguments", nullable=True) or {})
-                    _known_arguments(ctx, name, args, f"{w}.arguments")
-                    continue
-                canon = PLUGIN_FLAGS.get(k)
-                if canon is None:
-                    raise ctx.err(f"{w}.{k}", f"unknown plugin option {k!r} for plugin {name!r}")
-                b = _bool(ctx, v, f"{w}.{k}", nullable=True)
-                if b is not None:  # null = unset = off
-                    flags[canon] = b
-            plugins.append(PluginSpec(name=name, flags=flags, arguments=args))
-        out.append(plugins)
-    return out
+    """Plugin tiers, read by the scheduler configuration's schema (``read_tiers``)."""
+    problems: list[tuple[str, str]] = []
+    if not isinstance(tiers, list):
+        problems.append((where, f"expected a list, got {_typename(tiers)}"))
+    read = read_tiers(tiers, where, problems)
+    _first(ctx, problems)
+    return [[PluginSpec(name=o.name, flags={FLAG_NAMES[a]: v for a in ENABLED_FLAGS
+                                            if (v := getattr(o, a)) is not None},
+                        arguments=dict(o.arguments)) for o in t.plugins] for t in read]
 
 
 def parse_actions(ctx: _Ctx, actions: Any, where: str) -> list[str]:
-    out = []
-    for i, a in enumerate(_list(ctx, actions, where)):
-        a = _str(ctx, a, f"{where}[{i}]", allow_empty=False)
-        if a not in known_actions():
-            raise ctx.err(f"{where}[{i}]", f"unknown action {a!r}; known: {', '.join(known_actions())}")
-        out.append(a)
-    if not out:
-        raise ctx.err(where, "at least one action is needed")
+    """Actions, read by the scheduler configuration's schema (``read_actions``): at least one."""
+    problems: list[tuple[str, str]] = []
+    if not isinstance(actions, list):
+        problems.append((where, f"expected a list, got {_typename(actions)}"))
+    out = read_actions(actions, where, problems, require=True)
+    _first(ctx, problems)
     return out
 
 
@@ -958,21 +914,14 @@ def load_scenario(path: str | Path, data: Any = None) -> Scenario:
                         source_test_name=str(d.get("source_test_name") or ""))
     actions = parse_actions(ctx, _req(ctx, d, "actions", ""), "actions")
     tiers = parse_tiers(ctx, _req(ctx, plugins, "tiers", "plugins"), "plugins.tiers")
-    aa = _obj(ctx, d.get("action_arguments"), "action_arguments", nullable=True) or {}
-    for k, v in aa.items():
-        if k not in known_actions():
-            raise ctx.err(f"action_arguments.{k}", f"unknown action {k!r}; known: {', '.join(known_actions())}")
-        _obj(ctx, v, f"action_arguments.{k}")
+    problems: list[tuple[str, str]] = []
+    configurations = read_action_arguments(d.get("action_arguments"), "action_arguments", problems)
+    registered = read_registered_builders(plugins.get("registered_builders"), "plugins.registered_builders",
+                                          problems)
+    _first(ctx, problems)
+    aa = {c.name: c.arguments for c in configurations}
     expected = _parse_expected(ctx, d["expected"]) if d.get("expected") is not None else None
-    registered = None
-    if plugins.get("registered_builders") is not None:
-        registered = []
-        for i, n in enumerate(_list(ctx, plugins["registered_builders"], "plugins.registered_builders")):
-            n = _str(ctx, n, f"plugins.registered_builders[{i}]", allow_empty=False)
-            if n not in known_plugins():
-                raise ctx.err(f"plugins.registered_builders[{i}]",
-                              f"unknown plugin {n!r}; known: {', '.join(known_plugins())}")
-            registered.append(n)
+    registered = list(registered) if registered is not None else None
     return Scenario(path=p, name=name, kind=kind, objects=objects, actions=actions,
                     action_arguments={k: dict(v) for k, v in aa.items()}, tiers=tiers,
                     expected=expected, raw_expected=d.get("expected"),
