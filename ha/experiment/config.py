@@ -20,6 +20,8 @@ from cluster_state.quantity import QuantityError, parse_quantity
 from apimachinery.validation import validation_problems
 from ha.errors import BadInput
 from chaos.faults import FAULTS, ChaosEntry, Distribution
+from ha.scenario.loader import (PG_PHASES, POD_PHASES, PREEMPTION_POLICIES, QUEUE_STATES, ScenarioError,
+                                build_objects, new_context)
 from ha.scheduler.conf import read_conf
 from apimachinery.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
                                  scenario_quantity)
@@ -412,7 +414,7 @@ class InitialQueue(Strict):
     deserved: Optional[ScenarioResources] = None
     guarantee: Optional[ScenarioResources] = None
     priority: int = 0
-    state: Literal["Open", "Closed", "Closing"] = "Open"
+    state: Literal[*QUEUE_STATES] = "Open"
     reclaimable: Optional[bool] = None
     parent: str = ""
 
@@ -424,7 +426,7 @@ class InitialPodGroup(Strict):
     queue: str = "default"
     minMember: int = Field(0, ge=0)
     minTaskMember: dict[str, int] = Field(default_factory=dict)
-    phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
+    phase: Literal[*PG_PHASES] = "Pending"
     priorityClassName: Optional[str] = None
     minResources: Optional[ScenarioResources] = None
     # docs/design.md, scenario files item 1 (checked by the scenario loader when the objects are built)
@@ -438,7 +440,7 @@ class InitialPod(Strict):
     key: Optional[str] = None
     podgroup: str
     request: ScenarioResources = Field(default_factory=dict)
-    phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] = "Pending"
+    phase: Literal[*POD_PHASES] = "Pending"
     nodeName: str = ""
     priority: Optional[int] = None
     priorityClassName: Optional[str] = None
@@ -447,7 +449,7 @@ class InitialPod(Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     nodeSelector: dict[str, str] = Field(default_factory=dict)
-    preemptionPolicy: Optional[Literal["PreemptLowerPriority", "Never"]] = None
+    preemptionPolicy: Optional[Literal[*PREEMPTION_POLICIES]] = None
     preemptable: bool = True
     taskRole: str = ""
     bestEffort: bool = False
@@ -467,7 +469,7 @@ class InitialPriorityClass(Strict):
     name: str
     value: int
     globalDefault: bool = False
-    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    preemptionPolicy: Literal[*PREEMPTION_POLICIES] = "PreemptLowerPriority"
 
 
 class InitialHyperNode(Strict):
@@ -508,7 +510,6 @@ class Initial(Strict):
     def _schema(cls, v: Any) -> Any:
         if not isinstance(v, dict):
             return v            # pydantic names the type problem
-        from ha.scenario.loader import ScenarioError, build_objects, new_context
         try:
             build_objects(new_context("<experiment>"), _with_experiment_defaults(v), "initial", strict=False)
         except ScenarioError as e:
