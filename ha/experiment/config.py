@@ -20,8 +20,9 @@ from cluster_state.quantity import QuantityError, parse_quantity
 from apimachinery.validation import validation_problems
 from ha.errors import BadInput
 from chaos.faults import FAULTS, ChaosEntry, Distribution
-from ha.scenario.loader import (PG_PHASES, POD_PHASES, PREEMPTION_POLICIES, QUEUE_STATES, ScenarioError,
-                                build_objects, new_context)
+from ha.scenario import object_shapes
+from ha.scenario.object_shapes import (PG_PHASES, POD_PHASES, PREEMPTION_POLICIES, QUEUE_STATES, ScenarioError,
+                                       build_objects, new_context)
 from ha.scheduler.conf import read_conf
 from apimachinery.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
                                  scenario_quantity)
@@ -85,12 +86,11 @@ def _one_or_pair(item: dict[str, Any]) -> WithJsonSchema:
 
 
 def _scenario_shape(builder_name: str):
-    """A validator that reads a value with the scenario loader's builder (taints, tolerations,
+    """A validator that reads a value with the starting objects' builder (taints, tolerations,
     affinity: docs/design.md, scenario files item 3), so experiment files accept exactly the scenario shapes."""
     def check(v: object) -> object:
-        from ha.scenario import loader
         try:
-            return getattr(loader, builder_name)(loader.new_context("<initial>"), v, "value")
+            return getattr(object_shapes, builder_name)(new_context("<initial>"), v, "value")
         except BadInput as e:
             at = str(getattr(e, "field", "")).removeprefix("value")
             raise ValueError(getattr(e, "problem", str(e)) + (f" (at {at})" if at else "")) from None
@@ -493,8 +493,8 @@ def _with_experiment_defaults(v: dict[str, Any]) -> dict[str, Any]:
 
 
 class Initial(Strict):
-    """The starting objects in scenario-file shapes. The scenario loader's object builders are
-    their one schema (ha/scenario/loader.py): they check every field first, with the scenario
+    """The starting objects in scenario-file shapes. The object builders are their one schema
+    (ha/scenario/object_shapes.py): they check every field first, with the scenario
     files' words; the models below give the section its place in the JSON Schema and the
     reference, and the cross-references (to the generated nodes, queues, priority classes) are
     checked with the rest of the experiment."""

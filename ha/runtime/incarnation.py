@@ -199,7 +199,7 @@ class Incarnation:
 
     # ============================================================================ lifecycle
     async def start(self) -> None:
-        cfg, st = self.cfg, self.state
+        cfg = self.cfg
         self.bind_worker.start()
         if self.resync_worker is not None:
             self.resync_worker.start()

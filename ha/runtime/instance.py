@@ -66,7 +66,6 @@ import socket
 import tempfile
 import threading
 import weakref
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -77,7 +76,7 @@ from ha.runtime.chaos_port import ChaosPort
 from ha.runtime.election import LeaderElectionConfig
 from ha.runtime.environment import LiveEnvironment
 from ha.runtime.incarnation import _Samples, Incarnation, percentiles
-from ha.runtime.instance_state import SESSION_RECORDS, InstanceState, state_attribute
+from ha.runtime.instance_state import InstanceState, state_attribute
 from ha.runtime.tasks import OwnedTasks, cancel_and_wait
 from ha.scheduler.wiring import KINDS
 
@@ -614,7 +613,7 @@ class SchedulerInstance:
     async def sessions_since(self, n: int = 0) -> list[dict]:
         """The records of the sessions after the ``n``-th (``n`` = the count a reader has seen):
         ``{"n", "leader", "ms", "cpu_ms", "process_cpu_ms", "phases_ms"}``, oldest first; the
-        last ``SESSION_RECORDS`` sessions are kept."""
+        last ``SESSION_RECORDS`` (ha.runtime.instance_state) sessions are kept."""
         recs = self.session_records
         if not recs or recs[-1]["n"] <= n:
             return []
