@@ -326,7 +326,8 @@ def _kind(v: Any) -> str:
 
 
 def read_actions(v: Any, where: str, problems: Problems, *, require: bool = False) -> list[str]:
-    """A list of registered action names, or Volcano's comma-separated string; none twice."""
+    """A list of registered action names, or Volcano's comma-separated string. An action may be
+    listed twice: Volcano runs it twice (the session sums its phases)."""
     if v is None:
         v = []
     if isinstance(v, str):
@@ -339,8 +340,6 @@ def read_actions(v: Any, where: str, problems: Problems, *, require: bool = Fals
     for i, a in enumerate(v):
         if not isinstance(a, str) or a.strip() not in known:
             problems.append((f"{where}[{i}]", f"unknown action {a!r}; known: {', '.join(known)}"))
-        elif a.strip() in out:
-            problems.append((f"{where}[{i}]", f"action {a.strip()!r} is listed twice"))
         else:
             out.append(a.strip())
     if require and not v:
