@@ -20,8 +20,10 @@ from cluster_state.quantity import QuantityError, parse_quantity
 from apimachinery.validation import validation_problems
 from ha.errors import BadInput
 from chaos.faults import FAULTS, ChaosEntry, Distribution
-from ha.scheduler.conf import FLAG_ALIASES, known_actions
-from ha.scheduler.plugins import plugin_names
+from ha.scenario import object_shapes
+from ha.scenario.object_shapes import (PG_PHASES, POD_PHASES, PREEMPTION_POLICIES, QUEUE_STATES, ScenarioError,
+                                       build_objects, new_context)
+from ha.scheduler.conf import read_conf
 from apimachinery.units import (DURATION_SCHEMA, Duration, Rate, format_duration, parse_duration,
                                  scenario_quantity)
 
@@ -84,12 +86,11 @@ def _one_or_pair(item: dict[str, Any]) -> WithJsonSchema:
 
 
 def _scenario_shape(builder_name: str):
-    """A validator that reads a value with the scenario loader's builder (taints, tolerations,
+    """A validator that reads a value with the starting objects' builder (taints, tolerations,
     affinity: docs/design.md, scenario files item 3), so experiment files accept exactly the scenario shapes."""
     def check(v: object) -> object:
-        from ha.scenario import loader
         try:
-            return getattr(loader, builder_name)(loader.new_context("<initial>"), v, "value")
+            return getattr(object_shapes, builder_name)(new_context("<initial>"), v, "value")
         except BadInput as e:
             at = str(getattr(e, "field", "")).removeprefix("value")
             raise ValueError(getattr(e, "problem", str(e)) + (f" (at {at})" if at else "")) from None
@@ -345,9 +346,9 @@ def instance_names(n: int) -> list[str]:
 
 # ------------------------------------------------------------------------------ scheduler conf
 
-# The actions and plugins are the model's registries' (ha.scheduler.actions, ha.scheduler.plugins):
-# one list for scenario files, experiment files and scheduler configurations alike.
-_FLAG = re.compile(r"^enabled?[A-Z][A-Za-z]*$")
+# One schema (ha.scheduler.conf.read_conf) reads the scheduler configuration of experiment files,
+# scenario files and Volcano's YAML; the models below only give it its place in this file's JSON
+# Schema and reference. Actions and plugins are known through the model's registries.
 
 
 class PluginEntry(BaseModel):
@@ -355,28 +356,6 @@ class PluginEntry(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str
     arguments: Optional[dict[str, Any]] = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        known = plugin_names()
-        if v not in known:
-            raise ValueError(f"unknown plugin {v!r}; known: {', '.join(sorted(known))}")
-        return v
-
-    @model_validator(mode="after")
-    def _flags(self) -> "PluginEntry":
-        aliases = FLAG_ALIASES
-        for k, v in (self.model_extra or {}).items():
-            if _FLAG.match(k) and k not in aliases:
-                known = sorted(n for n in aliases if n[:1].islower() and "_" not in n and n.startswith("enabled"))
-                raise ValueError(f"unknown flag {k!r}; known: {', '.join(known)}")
-            if not _FLAG.match(k):
-                raise ValueError(f"unknown key {k!r} (a plugin takes name, arguments and "
-                                 f"enabled*/enable* flags such as enabledJobOrder)")
-            if not isinstance(v, bool):
-                raise ValueError(f"{k}: expected true or false, got {v!r}")
-        return self
 
     def flags(self) -> dict[str, bool]:
         return dict(self.model_extra or {})
@@ -387,37 +366,28 @@ class SchedulerConfSpec(Strict):
     tiers: list[list[PluginEntry]]
     action_arguments: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
-    @field_validator("actions")
+    @model_validator(mode="before")
     @classmethod
-    def _actions(cls, v: list[str]) -> list[str]:
-        if not v:
-            raise ValueError("needs at least one action")
-        known = known_actions()
-        for a in v:
-            if a not in known:
-                raise ValueError(f"unknown action {a!r}; known: {', '.join(known)}")
-        if len(set(v)) != len(v):
-            raise ValueError("an action is listed twice")
-        return v
-
-    @field_validator("action_arguments")
-    @classmethod
-    def _aa(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        known = known_actions()
-        for a in v:
-            if a not in known:
-                raise ValueError(f"unknown action {a!r}; known: {', '.join(known)}")
-        return v
-
-    @model_validator(mode="after")
-    def _unique_plugins(self) -> "SchedulerConfSpec":
-        seen: set[str] = set()
-        for tier in self.tiers:
-            for p in tier:
-                if p.name in seen:
-                    raise ValueError(f"plugin {p.name!r} appears twice in tiers")
-                seen.add(p.name)
-        return self
+    def _schema(cls, v: Any) -> Any:
+        """Every problem the scheduler configuration's schema finds, each at its field."""
+        if not isinstance(v, dict):
+            return v            # pydantic names the type problem
+        problems = [(k, f"unknown key {k!r}; a scheduler_conf has actions, tiers and action_arguments")
+                    for k in v if k not in cls.model_fields]
+        _, found = read_conf({k: v[k] for k in cls.model_fields if k in v}, require_actions=True)
+        problems += found
+        if problems:
+            raise ConfigProblems([(f"scheduler_conf.{f}" if f else "scheduler_conf", m) for f, m in problems])
+        out = dict(v)
+        if isinstance(out.get("actions"), str):      # Volcano's "enqueue, allocate"
+            out["actions"] = [a.strip() for a in out["actions"].split(",") if a.strip()]
+        if isinstance(out.get("tiers"), list):       # Volcano's [{plugins: [...]}]
+            out["tiers"] = [[{"name": o} if isinstance(o, str) else o
+                             for o in (t.get("plugins") or [] if isinstance(t, dict) else t)]
+                            for t in out["tiers"]]
+        if isinstance(out.get("action_arguments"), dict):
+            out["action_arguments"] = {a: args or {} for a, args in out["action_arguments"].items()}
+        return out
 
     def to_scenario_shape(self) -> dict[str, Any]:
         """``{"actions", "action_arguments", "plugins": {"tiers"}}`` as in a scenario file."""
@@ -444,7 +414,7 @@ class InitialQueue(Strict):
     deserved: Optional[ScenarioResources] = None
     guarantee: Optional[ScenarioResources] = None
     priority: int = 0
-    state: Literal["Open", "Closed", "Closing"] = "Open"
+    state: Literal[*QUEUE_STATES] = "Open"
     reclaimable: Optional[bool] = None
     parent: str = ""
 
@@ -456,19 +426,12 @@ class InitialPodGroup(Strict):
     queue: str = "default"
     minMember: int = Field(0, ge=0)
     minTaskMember: dict[str, int] = Field(default_factory=dict)
-    phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
+    phase: Literal[*PG_PHASES] = "Pending"
     priorityClassName: Optional[str] = None
     minResources: Optional[ScenarioResources] = None
     # docs/design.md, scenario files item 1 (checked by the scenario loader when the objects are built)
     networkTopology: Optional[dict[str, Any]] = None
     annotations: dict[str, str] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _job_id(self) -> "InitialPodGroup":
-        if self.job_id is not None and self.job_id != f"{self.namespace}/{self.name}":
-            raise ValueError(f"job_id {self.job_id!r} does not match namespace/name "
-                             f"{self.namespace}/{self.name}")
-        return self
 
 
 class InitialPod(Strict):
@@ -477,7 +440,7 @@ class InitialPod(Strict):
     key: Optional[str] = None
     podgroup: str
     request: ScenarioResources = Field(default_factory=dict)
-    phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] = "Pending"
+    phase: Literal[*POD_PHASES] = "Pending"
     nodeName: str = ""
     priority: Optional[int] = None
     priorityClassName: Optional[str] = None
@@ -486,7 +449,7 @@ class InitialPod(Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     nodeSelector: dict[str, str] = Field(default_factory=dict)
-    preemptionPolicy: Optional[Literal["PreemptLowerPriority", "Never"]] = None
+    preemptionPolicy: Optional[Literal[*PREEMPTION_POLICIES]] = None
     preemptable: bool = True
     taskRole: str = ""
     bestEffort: bool = False
@@ -494,9 +457,8 @@ class InitialPod(Strict):
     affinity: Affinity = None
 
     @model_validator(mode="after")
-    def _key(self) -> "InitialPod":
-        if self.key is not None and self.key != f"{self.namespace}/{self.name}":
-            raise ValueError(f"key {self.key!r} does not match namespace/name {self.namespace}/{self.name}")
+    def _created(self) -> "InitialPod":
+        # the scenario format's deleting pods exist in a Go test's cache, not behind an API server
         if self.deletionTimestamp:
             raise ValueError("deletionTimestamp: true cannot be created through the API server "
                              "(create the pod, then delete it with a grace period)")
@@ -507,7 +469,7 @@ class InitialPriorityClass(Strict):
     name: str
     value: int
     globalDefault: bool = False
-    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    preemptionPolicy: Literal[*PREEMPTION_POLICIES] = "PreemptLowerPriority"
 
 
 class InitialHyperNode(Strict):
@@ -518,13 +480,41 @@ class InitialHyperNode(Strict):
     members: list[dict[str, Any]] = Field(default_factory=list)
 
 
+def _with_experiment_defaults(v: dict[str, Any]) -> dict[str, Any]:
+    """The ``initial`` section with what an experiment file may leave out and a scenario file
+    spells out: a podgroup's namespace and queue, a pod's namespace, empty node and pod lists."""
+    spec = dict(v)
+    spec["nodes"] = spec.get("nodes") or []
+    spec["pods"] = [{"namespace": "default", **p} if isinstance(p, dict) else p for p in spec.get("pods") or []]
+    if isinstance(spec.get("podgroups"), list):
+        spec["podgroups"] = [{"namespace": "default", "queue": "default", **g} if isinstance(g, dict) else g
+                             for g in spec["podgroups"]]
+    return spec
+
+
 class Initial(Strict):
+    """The starting objects in scenario-file shapes. The object builders are their one schema
+    (ha/scenario/object_shapes.py): they check every field first, with the scenario
+    files' words; the models below give the section its place in the JSON Schema and the
+    reference, and the cross-references (to the generated nodes, queues, priority classes) are
+    checked with the rest of the experiment."""
     nodes: list[InitialNode] = Field(default_factory=list)
     hypernodes: list[InitialHyperNode] = Field(default_factory=list)
     queues: list[InitialQueue] = Field(default_factory=list)
     podgroups: list[InitialPodGroup] = Field(default_factory=list)
     pods: list[InitialPod] = Field(default_factory=list)
     priority_classes: list[InitialPriorityClass] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v            # pydantic names the type problem
+        try:
+            build_objects(new_context("<experiment>"), _with_experiment_defaults(v), "initial", strict=False)
+        except ScenarioError as e:
+            raise ConfigProblems([(e.field, e.problem)]) from None
+        return v
 
 
 class Measure(Strict):

@@ -1,6 +1,6 @@
 """The starting objects of an experiment in docs/object-shapes.md shape: the cluster's nodes, the
-queues, priority classes and the ``initial`` section (scenario-shaped; built with the scenario
-loader's builders so both paths make the very same objects)."""
+queues, priority classes and the ``initial`` section (scenario-shaped; built with the starting
+objects' one schema, ha/scenario/object_shapes.py, so both file formats make the very same objects)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from cluster_state.quantity import normalise_resources
 from ha.errors import BadInput
 from ha.experiment.config import Experiment
+from ha.scenario.object_shapes import build_objects, new_context
 
 __all__ = ["StartingObjects", "starting_objects", "node_names"]
 
@@ -142,7 +143,6 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
     init = exp.initial
     if (init.nodes or init.queues or init.podgroups or init.pods or init.priority_classes
             or init.hypernodes):
-        from ha.scenario.loader import build_objects, new_context
         spec = init.model_dump(mode="python", exclude_none=True)
         spec["nodes"] = spec.get("nodes") or []
         spec["pods"] = spec.get("pods") or []

@@ -3,9 +3,10 @@
 
 It is engine-neutral: it talks to the API server through a sync client (``current_resource_version``,
 ``watch(kind, rv, block_ms=0)``, ``get``) — the Redis one in the live engine, the in-memory one in
-the sim — and takes the instances' observations as plain dicts (``observe()`` of a scheduler
-instance: digest, stats, decisions since a cursor, staleness samples). It computes no metric: the
-checkers read the history afterwards.
+the sim — and takes the instances' observations as the instance seam defines them
+(``ha.runtime.external.protocol``: what ``observe()`` of any scheduler instance answers, model or
+external process: digest, stats, decisions since a cursor, staleness samples, an external one's
+/metrics scrape). It computes no metric: the checkers read the history afterwards.
 
 The truth is exported tick by tick, not at the end, so a store whose history is trimmed during a
 long run still leaves a complete event stream: at every tick the recorder reads the current RV R
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ha.experiment.history import HistoryWriter
+from ha.runtime.external.protocol import Observed
 
 __all__ = ["Recorder", "Observation", "TRUTH_KINDS"]
 
@@ -36,7 +38,7 @@ class Observation:
     name: str
     generation: int
     alive: bool
-    data: dict[str, Any] | None = None     # observe(): digest, stats, decisions, staleness_ms
+    data: Observed | None = None           # the instance's observe() answer
 
 
 @dataclass

@@ -9,10 +9,11 @@ time off the event loop, so informers, queries and the lease go on meanwhile), i
 the lease (a fresh identity each life) and the tasks it started (:class:`ha.runtime.tasks.
 OwnedTasks`). ``close()`` ends exactly those.
 
-What survives a restart — the counters, the decision log, the API clients, the chaos port — is the
-owner's (``ha.runtime.instance.SchedulerInstance``). Time, threads and sleeping come from the
-owner's environment (``ha.runtime.environment``): nothing here reads the system clock or starts a
-thread itself.
+What survives a restart — the counters, the decision log, the API clients, the chaos port — is
+the instance's, handed to each life as one explicit object (``ha.runtime.instance_state.
+InstanceState``), never the instance itself. Time, threads and sleeping come from the state's
+environment (``ha.runtime.environment``): nothing here reads the system clock or starts a thread
+itself.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from ha.runtime.tasks import OwnedTasks, stop_with_recancel
 from ha.scheduler.wiring import KINDS
 
 if TYPE_CHECKING:
-    from ha.runtime.instance import SchedulerInstance
+    from ha.runtime.instance_state import InstanceState
 
 __all__ = ["Incarnation", "percentiles", "KINDS"]
 
@@ -129,32 +130,32 @@ def _ranked(xs: list) -> dict | None:
 
 
 class Incarnation:
-    def __init__(self, owner: "SchedulerInstance", number: int):
+    def __init__(self, state: "InstanceState", number: int):
         from cluster_state.informer import Informer, instance_gc_options
         from ha.scheduler.scheduler import Scheduler
         from ha.scheduler.wiring import build_cache
-        self.owner = owner
+        self.state = st = state
         self.number = number
-        cfg, env = owner.cfg, owner.env
+        cfg, env = st.cfg, st.env
         self.cfg, self.env = cfg, env
         self.name = cfg.name
         self.closed = False
         self._closing: asyncio.Future | None = None
         self.tasks = OwnedTasks(f"{cfg.name}#{number}")
         self.elector: LeaderElector | None = None
-        self.io = InstanceIO(owner.sapi, instance=cfg.name, record=owner.decisions_log.record,
-                             context=lambda: (owner.sessions, self.is_leader()),
+        self.io = InstanceIO(st.sapi, instance=cfg.name, record=st.decisions_log.record,
+                             context=lambda: (st.sessions, self.is_leader()),
                              dry_run=lambda: cfg.mode == "shadow" and not self.is_leader(),
                              fence=lambda: self.elector.fence() if self.elector else None,
-                             fencing=cfg.fencing and cfg.elected, on_first_bind=owner._on_bind,
+                             fencing=cfg.fencing and cfg.elected, on_first_bind=st.on_first_bind,
                              scheduler_name=cfg.scheduler_name, clock=env.clock)
         self.cache, handlers = build_cache(
             profile=cfg.profile, switches=cfg.switches, scheduler_name=cfg.scheduler_name,
             default_queue=cfg.default_queue, io=self.io, bind_mode="queued", batch_num=1_000_000,
-            clock=env.clock, on_fatal=lambda e: owner.fatal(f"informer handler: {e}"))
-        self.scheduler = Scheduler(self.cache, owner.new_scheduler_conf(), seed=cfg.seed * 1_000_003 + number,
+            clock=env.clock, on_fatal=lambda e: st.fatal(f"informer handler: {e}"))
+        self.scheduler = Scheduler(self.cache, st.new_scheduler_conf(), seed=cfg.seed * 1_000_003 + number,
                                    clock=env.clock)
-        self.delivery_log = owner._open_delivery_log()
+        self.delivery_log = st.open_delivery_log()
         opts = dict(cfg.informer_options)
         # chaos: a DeliveryHook per kind; factories (kind -> zero-arg callable) are preferred, since
         # every incarnation needs fresh hooks and callables travel to Ray actors more safely
@@ -168,15 +169,15 @@ class Incarnation:
                 chaos_hooks[kind] = hook
             kw = dict(opts)
             kw.setdefault("write_time", _FreshStamp())
-            if owner.gc_tuning == "instance":
+            if st.gc_tuning == "instance":
                 for k, v in instance_gc_options().items():
                     kw.setdefault(k, v)
-            inf = Informer(owner.aapi, kind, log=self.delivery_log, name=f"{cfg.name}/{kind}",
+            inf = Informer(st.aapi, kind, log=self.delivery_log, name=f"{cfg.name}/{kind}",
                            hook=hook, **kw)
             inf.staleness_ms = _Samples(inf.staleness_ms.maxlen or 100_000)
             inf.add_event_handler(handlers[kind])
             self.informers[kind] = inf
-        owner.chaos.attach(chaos_hooks)   # a new life keeps the run's chaos schedule (its epoch)
+        st.chaos.attach(chaos_hooks)   # a new life keeps the run's chaos schedule (its epoch)
         self.informers_started = False
         self._stale_seen: dict[str, int] = {}   # kind -> samples total at the last observe()
         self.session_worker = env.serial_worker(f"{cfg.name}-session")
@@ -185,7 +186,7 @@ class Incarnation:
         # (the conditions of every job in one request, unless API faults must meet each write)
         writer = getattr(env, "status_writer", None)
         self.cache.status_writer = None if writer is None else \
-            writer(f"{cfg.name}-status", batch_events=owner.chaos.api_chaos is None)
+            writer(f"{cfg.name}-status", batch_events=st.chaos.api_chaos is None)
         cache = self.cache
         self.bind_worker = env.polling_worker(f"{cfg.name}-bind", cache.process_bind_task, BIND_PERIOD_S,
                                               pending=lambda: bool(cache.bind_queue))
@@ -198,7 +199,7 @@ class Incarnation:
 
     # ============================================================================ lifecycle
     async def start(self) -> None:
-        cfg, owner = self.cfg, self.owner
+        cfg = self.cfg
         self.bind_worker.start()
         if self.resync_worker is not None:
             self.resync_worker.start()
@@ -279,28 +280,28 @@ class Incarnation:
         return self.elector is not None and self.elector.is_leader()
 
     async def _campaign(self) -> None:
-        cfg, owner, env = self.cfg, self.owner, self.env
-        while not owner.stopping:
+        cfg, st, env = self.cfg, self.state, self.env
+        while not st.stopping:
             # like Volcano/kube-scheduler (hostname + "_" + uuid): a restarted process must not
             # find the lease "already its own" and resume a term it never saw begin
             identity = f"{cfg.name}_{env.new_id()}"
             self.elector = LeaderElector(
-                owner.aapi, cfg.election_config(identity),
+                st.aapi, cfg.election_config(identity),
                 LeaderCallbacks(on_started_leading=self._on_started_leading),
-                clock=env.clock, rng=owner.rng, wall=env.clock.now)
+                clock=env.clock, rng=st.rng, wall=env.clock.now)
             await self.elector.run()     # returns when the lease is lost
-            owner.elections_lost += 1
-            if owner.stopping:
+            st.elections_lost += 1
+            if st.stopping:
                 return
             if cfg.lost_lease == "restart":
-                owner.restart_soon("leader election lost")
+                st.restart_soon("leader election lost")
                 return
 
     async def _on_started_leading(self, fence) -> None:
-        owner = self.owner
-        owner.leader_transitions += 1
-        owner.became_leader_at = self.env.clock.now()
-        owner.first_bind_after_leading_at = None
+        st = self.state
+        st.leader_transitions += 1
+        st.became_leader_at = self.env.clock.now()
+        st.first_bind_after_leading_at = None
         if not self.informers_started:          # cold standby: list now (Volcano's failover)
             await self.start_informers()
 
@@ -313,7 +314,7 @@ class Incarnation:
         return self.is_leader()
 
     async def _session_loop(self) -> None:
-        owner = self.owner
+        st = self.state
         while True:
             await self.env.clock.sleep(self.cfg.period_s)
             if not self.should_schedule():
@@ -323,8 +324,8 @@ class Incarnation:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 — a bad session must not stop the scheduler
-                owner.errors += 1
-                owner.last_error = repr(e)
+                st.errors += 1
+                st.last_error = repr(e)
                 log.exception("%s: session failed", self.name)
 
     async def run_session(self, *, flush_binds: bool):
@@ -338,12 +339,12 @@ class Incarnation:
         ``flush_binds`` (step-wise drivers): return only once this session's binds are written or
         failed; the session loop leaves them to the bind worker, like Volcano."""
         from cluster_state.gcpause import gc_paused
-        owner, cache = self.owner, self.cache
+        st, cache = self.state, self.cache
         # a session's snapshot is millions of objects that die with it: automatic collections
         # in the middle would walk them (and the young part of the cache) again and again
         from ha.runtime.session_profile import session_profile
-        with session_profile(self.name, owner.sessions), gc_paused():
-            res = self.scheduler.run_once(session_hook=owner.session_hook)
+        with session_profile(self.name, st.sessions), gc_paused():
+            res = self.scheduler.run_once(session_hook=st.session_hook)
         if flush_binds:
             cache.process_bind_task()                     # what is still queued, here
             self.bind_worker.wait_idle_blocking(120.0)    # and the batch the worker may have
@@ -355,27 +356,27 @@ class Incarnation:
         # one record per task Pipelined at the end; ``new``: the session decided it (not a
         # reservation kept from an earlier session), what repeat_pipelines counts
         for key, node in res.pipelined.items():
-            owner.decisions_log.record({"t": now, "session": owner.sessions, "instance": self.name,
+            st.decisions_log.record({"t": now, "session": st.sessions, "instance": self.name,
                                         "leader": leader, "dry_run": dry, "op": "pipeline", "pod": key,
                                         "uid": None, "node": node, "ok": True, "error": None,
                                         "new": res.new_pipelines.get(key) == node})
-        owner.sessions += 1
-        owner.last_session_ms = res.duration_s * 1000.0
-        owner.last_session_cpu_ms = res.cpu_s * 1000.0
-        owner.last_session_process_cpu_ms = res.process_cpu_s * 1000.0
-        owner.last_session_phases_ms = {k: [round(x, 3) for x in v] for k, v in res.phases_ms.items()}
-        owner.session_records.append({"n": owner.sessions, "leader": leader, "ms": owner.last_session_ms,
-                                      "cpu_ms": owner.last_session_cpu_ms,
-                                      "process_cpu_ms": owner.last_session_process_cpu_ms,
-                                      "phases_ms": owner.last_session_phases_ms})
-        owner.session_errors += len(res.errors)
-        owner.recent_session_errors.extend(res.errors[:5])
+        st.sessions += 1
+        st.last_session_ms = res.duration_s * 1000.0
+        st.last_session_cpu_ms = res.cpu_s * 1000.0
+        st.last_session_process_cpu_ms = res.process_cpu_s * 1000.0
+        st.last_session_phases_ms = {k: [round(x, 3) for x in v] for k, v in res.phases_ms.items()}
+        st.session_records.append({"n": st.sessions, "leader": leader, "ms": st.last_session_ms,
+                                      "cpu_ms": st.last_session_cpu_ms,
+                                      "process_cpu_ms": st.last_session_process_cpu_ms,
+                                      "phases_ms": st.last_session_phases_ms})
+        st.session_errors += len(res.errors)
+        st.recent_session_errors.extend(res.errors[:5])
         if res.fatal:
-            owner.fatal(f"session: {res.fatal}")
+            st.fatal(f"session: {res.fatal}")
         elif res.panic:
-            owner.panics += 1
-            owner.errors += 1
-            owner.last_error = f"panic: {res.panic}"
+            st.panics += 1
+            st.errors += 1
+            st.last_error = f"panic: {res.panic}"
         else:
             cache.process_resync_task()
             cache.process_cleanup_job()
@@ -388,7 +389,7 @@ class Incarnation:
         try:
             return self.cache.process_resync_task(now=self.env.clock.monotonic())
         except FatalCacheError as e:
-            self.owner.fatal(f"resync: {e}")
+            self.state.fatal(f"resync: {e}")
             return 0
 
     # ============================================================================ staleness

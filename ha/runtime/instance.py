@@ -66,7 +66,6 @@ import socket
 import tempfile
 import threading
 import weakref
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -77,6 +76,7 @@ from ha.runtime.chaos_port import ChaosPort
 from ha.runtime.election import LeaderElectionConfig
 from ha.runtime.environment import LiveEnvironment
 from ha.runtime.incarnation import _Samples, Incarnation, percentiles
+from ha.runtime.instance_state import InstanceState, state_attribute
 from ha.runtime.tasks import OwnedTasks, cancel_and_wait
 from ha.scheduler.wiring import KINDS
 
@@ -88,7 +88,6 @@ log = logging.getLogger(__name__)
 MODES = ("leader-elected", "active-active", "shadow")
 RESYNC_MODES = ("continuous", "after-session")
 _MAX_DECISIONS = 200_000
-SESSION_RECORDS = 10_000     # session records kept for sessions_since
 
 
 @dataclass(frozen=True)
@@ -227,45 +226,49 @@ class SchedulerInstance:
             "instance" if self.env.own_process else "default")
         self.rng = random.Random(f"{config.seed}:{config.name}")
         self.generation = self.env.new_id()   # this process life (a Ray restart: a new one)
-        self.aapi = None             # AsyncApiClient (informers, elector)
-        self.sapi = None             # ApiClient (the cache's synchronous IO), chaos/retry-wrapped
         self.inc: Incarnation | None = None
         self.started = False
-        self.stopping = False
         self._life = OwnedTasks(f"{config.name}-life")   # restarts in progress
         self._restart_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.chaos = ChaosPort(config.name)
         self.decisions_log = DecisionLog()
-        # called with the session after its actions, before close, on the session worker
-        # (ha.scheduler.scheduler.run_session's session_hook; tests slow sessions down with it)
-        self.session_hook = None
+        # what outlives an incarnation, and what a life asks of the instance: the one object an
+        # incarnation is handed (the instance's counters below are read from it)
+        self.state = InstanceState(
+            cfg=config, env=self.env, rng=self.rng, gc_tuning=self.gc_tuning, chaos=self.chaos,
+            decisions_log=self.decisions_log, fatal=self.fatal, restart_soon=self.restart_soon,
+            on_first_bind=self._on_bind, new_scheduler_conf=self.new_scheduler_conf,
+            open_delivery_log=self._open_delivery_log)
         self._log_dir: str | None = None
         self._incarnations_begun = 0
-        # counters that survive in-process restarts
-        self.sessions = 0
-        self.session_errors = 0
-        # the last few errors sessions recorded (a count alone does not say what went wrong)
-        self.recent_session_errors: deque = deque(maxlen=5)
-        self.errors = 0
+        # counters that survive in-process restarts, besides those of the state
         self.fatal_cache_errors = 0
-        self.panics = 0
         self.restarts = 0
-        self.leader_transitions = 0       # times this instance started leading
-        self.elections_lost = 0
-        self.became_leader_at: float | None = None
-        self.first_bind_after_leading_at: float | None = None
-        self.last_session_ms: float | None = None
-        self.last_session_cpu_ms: float | None = None           # the session thread's CPU
-        self.last_session_process_cpu_ms: float | None = None   # the whole process's, meanwhile
-        self.last_session_phases_ms: dict | None = None          # SessionResult.phases_ms
-        # every session's figures, newest last (``sessions_since``): a reader gets each session
-        # without polling the whole of ``stats()`` fast enough not to miss one
-        self.session_records: deque = deque(maxlen=SESSION_RECORDS)
         self.started_at: float | None = None
-        self.last_error: str | None = None
         self._io_totals: dict[str, int] = {}   # counters of earlier incarnations' io
         self._stale_seen: dict[str, dict[str, int]] = {}
+
+    # kept in the state an incarnation is handed (ha.runtime.instance_state)
+    aapi = state_attribute("aapi")
+    sapi = state_attribute("sapi")
+    stopping = state_attribute("stopping")
+    session_hook = state_attribute("session_hook")
+    sessions = state_attribute("sessions")
+    session_errors = state_attribute("session_errors")
+    recent_session_errors = state_attribute("recent_session_errors")
+    errors = state_attribute("errors")
+    panics = state_attribute("panics")
+    leader_transitions = state_attribute("leader_transitions")
+    elections_lost = state_attribute("elections_lost")
+    became_leader_at = state_attribute("became_leader_at")
+    first_bind_after_leading_at = state_attribute("first_bind_after_leading_at")
+    last_session_ms = state_attribute("last_session_ms")
+    last_session_cpu_ms = state_attribute("last_session_cpu_ms")
+    last_session_process_cpu_ms = state_attribute("last_session_process_cpu_ms")
+    last_session_phases_ms = state_attribute("last_session_phases_ms")
+    session_records = state_attribute("session_records")
+    last_error = state_attribute("last_error")
 
     def new_scheduler_conf(self):
         """The scheduler configuration for a new life (resolved afresh: nothing carries over)."""
@@ -361,7 +364,7 @@ class SchedulerInstance:
         """Build the next incarnation and start it."""
         number = self._incarnations_begun
         self._incarnations_begun += 1
-        self.inc = Incarnation(self, number)
+        self.inc = Incarnation(self.state, number)
         await self.inc.start()
 
     async def _end(self) -> None:
@@ -610,7 +613,7 @@ class SchedulerInstance:
     async def sessions_since(self, n: int = 0) -> list[dict]:
         """The records of the sessions after the ``n``-th (``n`` = the count a reader has seen):
         ``{"n", "leader", "ms", "cpu_ms", "process_cpu_ms", "phases_ms"}``, oldest first; the
-        last ``SESSION_RECORDS`` sessions are kept."""
+        last ``SESSION_RECORDS`` (ha.runtime.instance_state) sessions are kept."""
         recs = self.session_records
         if not recs or recs[-1]["n"] <= n:
             return []

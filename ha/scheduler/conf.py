@@ -8,6 +8,11 @@ Flag semantics (docs/volcano-semantics.md §5.2): the session aggregators treat 
 Go unit tests (and so our scenario files) do not. ``SchedulerConf.from_dict`` therefore leaves unset
 flags off unless ``apply_defaults=True``; ``default_conf()`` is the production default with every
 flag on.
+
+This module is also the one schema of a scheduler configuration (:func:`read_conf` and its parts):
+experiment files (``scheduler_conf``), scenario files and bug repros (``actions``, ``plugins``,
+``action_arguments``) and Volcano's YAML are read by it, so they accept and refuse the same things
+with the same words; a file format only puts its file and section in front of the field.
 """
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ from ha.errors import BadInput
 
 __all__ = [
     "PluginOption", "Tier", "Configuration", "Arguments", "SchedulerConf", "default_conf",
-    "ENABLED_FLAGS", "FLAG_ALIASES", "FLAG_NAMES", "known_actions", "get_arg_of_action_from_conf",
+    "ENABLED_FLAGS", "FLAG_ALIASES", "FLAG_NAMES", "known_actions", "known_plugins",
+    "get_arg_of_action_from_conf", "read_conf", "read_actions", "read_tiers", "read_plugin_option",
+    "read_action_arguments", "read_registered_builders", "ConfProblems", "CONF_KEYS", "GANG_AWARE_KEY",
 ]
 
 
@@ -27,6 +34,18 @@ def known_actions() -> tuple[str, ...]:
     fills when ``ha.scheduler`` is imported, is the one list."""
     from ha.scheduler.framework.registry import registered_action_names
     return tuple(registered_action_names())
+
+
+def known_plugins() -> tuple[str, ...]:
+    """The plugins the model implements: the framework's registry, which every plugin module
+    fills when ``ha.scheduler`` is imported (a module that fails to import is an error then)."""
+    from ha.scheduler.framework.registry import registered_plugin_names
+    return tuple(registered_plugin_names())
+
+
+# preempt's and reclaim's gang-aware switch (an action argument); a plugin's arguments may carry it
+# too, as ``preempt.gangAwareEnable`` (seed 001's configuration puts it there)
+GANG_AWARE_KEY = "gangAwareEnable"
 
 # Python attribute name -> Go field name of conf.PluginOption. Every one may be written in a file
 # as the Go field name, its lower-camel form (``enabledJobOrder``, what the scenario files use),
@@ -133,33 +152,11 @@ class PluginOption:
 
     @classmethod
     def from_dict(cls, d: Any, *, source: str, where: str) -> "PluginOption":
-        if isinstance(d, str):
-            d = {"name": d}
-        if not isinstance(d, Mapping):
-            raise BadInput(f"{source}: {where}: a plugin option must be a mapping with a 'name', "
-                           f"got {type(d).__name__}")
-        name = d.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadInput(f"{source}: {where}.name: missing or not a non-empty string")
-        opt = cls(name=name)
-        for key, value in d.items():
-            if key == "name":
-                continue
-            if key == "arguments":
-                if value is None:
-                    continue
-                if not isinstance(value, Mapping):
-                    raise BadInput(f"{source}: {where}.arguments (plugin {name!r}): must be a mapping")
-                opt.arguments = dict(value)
-                continue
-            attr = FLAG_ALIASES.get(key)
-            if attr is None:
-                raise BadInput(f"{source}: {where}.{key} (plugin {name!r}): unknown plugin option; "
-                               f"known flags: {', '.join(sorted(n for n in FLAG_ALIASES if n[0].islower() and '_' not in n))}")
-            if value is not None and not isinstance(value, bool):
-                raise BadInput(f"{source}: {where}.{key} (plugin {name!r}): must be true, false or null, "
-                               f"got {value!r}")
-            setattr(opt, attr, value)
+        """One plugin option of a tier (:func:`read_plugin_option`)."""
+        problems: list[tuple[str, str]] = []
+        opt = read_plugin_option(d, where, problems)
+        if problems:
+            raise ConfProblems(source, problems)
         return opt
 
     def to_dict(self) -> dict[str, Any]:
@@ -272,114 +269,16 @@ class SchedulerConf:
         return out
 
     # -- loading ------------------------------------------------------------------------------
-    _KEYS = ("actions", "tiers", "plugins", "action_arguments", "configurations",
-             "registered_builders")
-
     @classmethod
     def from_dict(cls, d: Any, source: str = "<dict>", *, apply_defaults: bool = False,
-                  strict: bool = True) -> "SchedulerConf":
-        """Load from a mapping shaped like a scenario file or Volcano's YAML.
-
-        Accepted keys: ``actions`` (list or Volcano's comma-separated string), ``tiers`` (a list
-        of tiers, each a list of plugin options or ``{"plugins": [...]}``), or ``plugins:
-        {tiers, registered_builders}`` as in the scenario files; ``action_arguments: {action:
-        {...}}`` or Volcano's ``configurations: [{name, arguments}]``. With ``strict=False``
-        other keys (a whole scenario file) are ignored. Unset flags stay off unless
-        ``apply_defaults``.
-        """
-        if not isinstance(d, Mapping):
-            raise BadInput(f"{source}: scheduler configuration must be a mapping, got {type(d).__name__}")
-        if strict:
-            unknown = [k for k in d if k not in cls._KEYS]
-            if unknown:
-                raise BadInput(f"{source}: unknown scheduler configuration field(s) "
-                               f"{', '.join(map(repr, unknown))}; known: {', '.join(cls._KEYS)}")
-
-        # actions
-        raw_actions = d.get("actions", [])
-        if raw_actions is None:
-            raw_actions = []
-        if isinstance(raw_actions, str):
-            raw_actions = [a.strip() for a in raw_actions.split(",") if a.strip()]
-        if not isinstance(raw_actions, list):
-            raise BadInput(f"{source}: actions: must be a list of action names or a comma-separated string")
-        actions: list[str] = []
-        known = known_actions()
-        for i, a in enumerate(raw_actions):
-            if not isinstance(a, str) or a.strip() not in known:
-                raise BadInput(f"{source}: actions[{i}]: unknown action {a!r}; known: {', '.join(known)}")
-            actions.append(a.strip())
-
-        # tiers
-        registered: tuple[str, ...] | None = None
-        tiers_src = "tiers"
-        raw_tiers = d.get("tiers")
-        plugins_block = d.get("plugins")
-        if plugins_block is not None:
-            if isinstance(plugins_block, Mapping):
-                if raw_tiers is not None:
-                    raise BadInput(f"{source}: give either 'tiers' or 'plugins.tiers', not both")
-                raw_tiers = plugins_block.get("tiers")
-                tiers_src = "plugins.tiers"
-                rb = plugins_block.get("registered_builders")
-                if rb is not None:
-                    if not isinstance(rb, list) or not all(isinstance(x, str) for x in rb):
-                        raise BadInput(f"{source}: plugins.registered_builders: must be a list of plugin names")
-                    registered = tuple(rb)
-                extra = [k for k in plugins_block if k not in ("tiers", "registered_builders")]
-                if extra and strict:
-                    raise BadInput(f"{source}: plugins: unknown field(s) {', '.join(map(repr, extra))}")
-            else:
-                raise BadInput(f"{source}: plugins: must be a mapping with 'tiers'")
-        if d.get("registered_builders") is not None:
-            rb = d["registered_builders"]
-            if not isinstance(rb, list) or not all(isinstance(x, str) for x in rb):
-                raise BadInput(f"{source}: registered_builders: must be a list of plugin names")
-            registered = tuple(rb)
-        if raw_tiers is None:
-            raw_tiers = []
-        if not isinstance(raw_tiers, list):
-            raise BadInput(f"{source}: {tiers_src}: must be a list of tiers")
-        tiers: list[Tier] = []
-        for ti, raw_tier in enumerate(raw_tiers):
-            where = f"{tiers_src}[{ti}]"
-            if isinstance(raw_tier, Mapping):
-                if set(raw_tier) - {"plugins"}:
-                    raise BadInput(f"{source}: {where}: a tier mapping may only have 'plugins'")
-                raw_tier = raw_tier.get("plugins") or []
-                where += ".plugins"
-            if not isinstance(raw_tier, list):
-                raise BadInput(f"{source}: {where}: a tier must be a list of plugin options")
-            opts = [PluginOption.from_dict(p, source=source, where=f"{where}[{pi}]")
-                    for pi, p in enumerate(raw_tier)]
-            tiers.append(Tier(opts))
-
-        # action arguments
-        configurations: list[Configuration] = []
-        aa = d.get("action_arguments")
-        if aa is not None:
-            if not isinstance(aa, Mapping):
-                raise BadInput(f"{source}: action_arguments: must be a mapping action -> arguments")
-            for name, args in aa.items():
-                if args is None:
-                    args = {}
-                if not isinstance(args, Mapping):
-                    raise BadInput(f"{source}: action_arguments.{name}: must be a mapping")
-                configurations.append(Configuration(str(name), dict(args)))
-        cf = d.get("configurations")
-        if cf is not None:
-            if not isinstance(cf, list):
-                raise BadInput(f"{source}: configurations: must be a list of {{name, arguments}}")
-            for i, c in enumerate(cf):
-                if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
-                    raise BadInput(f"{source}: configurations[{i}]: must be a mapping with a 'name'")
-                args = c.get("arguments") or {}
-                if not isinstance(args, Mapping):
-                    raise BadInput(f"{source}: configurations[{i}].arguments: must be a mapping")
-                configurations.append(Configuration(c["name"], dict(args)))
-
-        conf = cls(actions=actions, tiers=tiers, configurations=configurations,
-                   registered_builders=registered, source=source)
+                  strict: bool = True, require_actions: bool = False) -> "SchedulerConf":
+        """Load from a mapping shaped like a scenario file or Volcano's YAML (:func:`read_conf`);
+        every problem is reported at once, each naming ``source`` and the field. Unset flags stay
+        off unless ``apply_defaults``."""
+        conf, problems = read_conf(d, strict=strict, require_actions=require_actions)
+        if problems:
+            raise ConfProblems(source, problems)
+        conf.source = source
         return conf.with_defaults() if apply_defaults else conf
 
     @classmethod
@@ -398,3 +297,229 @@ def default_conf() -> SchedulerConf:
     return SchedulerConf(actions=["enqueue", "allocate", "preempt", "reclaim", "backfill"],
                          tiers=[Tier(t1), Tier(t2)], configurations=[], source="<default>")
 
+
+
+# ------------------------------------------------------------------------------------ the schema
+# The one reading of a scheduler configuration, whatever file it comes from: an experiment's
+# ``scheduler_conf``, a scenario file's ``actions`` / ``plugins`` / ``action_arguments``, Volcano's
+# YAML. The readers collect ``(field, problem)`` pairs, fields relative to the configuration
+# (``plugins.tiers[0][1].name``); each file format puts its file (and section) in front. Actions
+# and plugins are known through their registries only.
+
+CONF_KEYS = ("actions", "tiers", "plugins", "action_arguments", "configurations", "registered_builders")
+
+Problems = list[tuple[str, str]]
+
+
+class ConfProblems(BadInput):
+    """A scheduler configuration that does not validate: one line ``<source>: <field>: <problem>``
+    per problem."""
+
+    def __init__(self, source: str, problems: Problems):
+        self.source, self.problems = source, list(problems)
+        super().__init__("\n".join(f"{source}: {f}: {p}" if f else f"{source}: {p}" for f, p in problems))
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+                                     int: "an integer", float: "a number"}.get(type(v), type(v).__name__)
+
+
+def read_actions(v: Any, where: str, problems: Problems, *, require: bool = False) -> list[str]:
+    """A list of registered action names, or Volcano's comma-separated string. An action may be
+    listed twice: Volcano runs it twice (the session sums its phases)."""
+    if v is None:
+        v = []
+    if isinstance(v, str):
+        v = [a.strip() for a in v.split(",") if a.strip()]
+    if not isinstance(v, list):
+        problems.append((where, f"expected a list of action names or a comma-separated string, got {_kind(v)}"))
+        return []
+    known = known_actions()
+    out: list[str] = []
+    for i, a in enumerate(v):
+        if not isinstance(a, str) or a.strip() not in known:
+            problems.append((f"{where}[{i}]", f"unknown action {a!r}; known: {', '.join(known)}"))
+        else:
+            out.append(a.strip())
+    if require and not v:
+        problems.append((where, "at least one action is needed"))
+    return out
+
+
+def _plugin_argument_problems(plugin: str, args: Mapping, where: str, problems: Problems) -> None:
+    """Argument keys the plugin does not read. A plugin builder declares them in ``argument_keys``
+    (exact keys) and ``argument_prefixes``; one declaring neither is not checked."""
+    from ha.scheduler.framework.registry import get_plugin_builder
+    builder = get_plugin_builder(plugin)
+    keys = getattr(builder, "argument_keys", None)
+    prefixes = tuple(getattr(builder, "argument_prefixes", ()) or ())
+    if keys is None and not prefixes:
+        return
+    keys = tuple(keys or ()) + tuple(f"{a}.{GANG_AWARE_KEY}" for a in ("preempt", "reclaim"))
+    for k in args:
+        if k not in keys and not any(str(k).startswith(p) for p in prefixes):
+            known = ", ".join(list(keys) + [f"{p}*" for p in prefixes]) or "(none)"
+            problems.append((f"{where}.{k}", f"unknown argument {k!r} for plugin {plugin!r}; known: {known}"))
+
+
+def read_plugin_option(d: Any, where: str, problems: Problems) -> PluginOption:
+    """``{name, arguments, enabled* flags}`` (or just the plugin's name): a registered plugin, the
+    arguments it reads, each flag true, false or null (unset) under any of its spellings."""
+    if isinstance(d, str):
+        d = {"name": d}
+    if not isinstance(d, Mapping):
+        problems.append((where, f"a plugin option is a mapping with a 'name', got {_kind(d)}"))
+        return PluginOption(name="")
+    name = d.get("name")
+    known = known_plugins()
+    if not isinstance(name, str) or not name:
+        problems.append((f"{where}.name", "missing or not a non-empty string"))
+        name = ""
+    elif name not in known:
+        problems.append((f"{where}.name", f"unknown plugin {name!r}; known: {', '.join(known)}"))
+    opt = PluginOption(name=name)
+    for key, value in d.items():
+        if key == "name":
+            continue
+        if key == "arguments":
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                problems.append((f"{where}.arguments", f"expected a mapping, got {_kind(value)}"))
+                continue
+            if name in known:
+                _plugin_argument_problems(name, value, f"{where}.arguments", problems)
+            opt.arguments = dict(value)
+            continue
+        attr = FLAG_ALIASES.get(key)
+        if attr is None:
+            problems.append((f"{where}.{key}", f"unknown plugin option {key!r} for plugin {name!r}; a plugin "
+                             f"takes name, arguments and the flags {', '.join(FLAG_NAMES.values())}"))
+        elif value is not None and not isinstance(value, bool):
+            problems.append((f"{where}.{key}", f"expected true, false or null, got {value!r}"))
+        else:
+            setattr(opt, attr, value)
+    return opt
+
+
+def read_tiers(v: Any, where: str, problems: Problems) -> list[Tier]:
+    """A list of tiers, each a list of plugin options or ``{plugins: [...]}``; no plugin twice."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        problems.append((where, f"expected a list of tiers, got {_kind(v)}"))
+        return []
+    tiers: list[Tier] = []
+    seen: set[str] = set()
+    for ti, raw in enumerate(v):
+        w = f"{where}[{ti}]"
+        if isinstance(raw, Mapping):
+            if set(raw) - {"plugins"}:
+                problems.append((w, "a tier mapping has only 'plugins'"))
+                continue
+            raw = raw.get("plugins") or []
+            w += ".plugins"
+        if not isinstance(raw, list):
+            problems.append((w, f"a tier is a list of plugin options, got {_kind(raw)}"))
+            continue
+        opts = []
+        for pi, p in enumerate(raw):
+            opt = read_plugin_option(p, f"{w}[{pi}]", problems)
+            if opt.name and opt.name in seen:
+                problems.append((f"{w}[{pi}].name", f"plugin {opt.name!r} appears twice in the tiers"))
+            seen.add(opt.name)
+            opts.append(opt)
+        tiers.append(Tier(opts))
+    return tiers
+
+
+def read_action_arguments(v: Any, where: str, problems: Problems) -> list[Configuration]:
+    """``{action: {argument: value}}`` of registered actions."""
+    if v is None:
+        return []
+    if not isinstance(v, Mapping):
+        problems.append((where, f"expected a mapping of action to its arguments, got {_kind(v)}"))
+        return []
+    known = known_actions()
+    out = []
+    for name, args in v.items():
+        if name not in known:
+            problems.append((f"{where}.{name}", f"unknown action {name!r}; known: {', '.join(known)}"))
+        elif args is not None and not isinstance(args, Mapping):
+            problems.append((f"{where}.{name}", f"expected a mapping of arguments, got {_kind(args)}"))
+        else:
+            out.append(Configuration(str(name), dict(args or {})))
+    return out
+
+
+def _read_configurations(v: Any, where: str, problems: Problems) -> list[Configuration]:
+    """Volcano's ``configurations: [{name, arguments}]``."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        problems.append((where, f"expected a list of {{name, arguments}}, got {_kind(v)}"))
+        return []
+    known = known_actions()
+    out = []
+    for i, c in enumerate(v):
+        w = f"{where}[{i}]"
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            problems.append((w, "expected a mapping with a 'name'"))
+        elif c["name"] not in known:
+            problems.append((f"{w}.name", f"unknown action {c['name']!r}; known: {', '.join(known)}"))
+        elif c.get("arguments") is not None and not isinstance(c["arguments"], Mapping):
+            problems.append((f"{w}.arguments", f"expected a mapping, got {_kind(c['arguments'])}"))
+        else:
+            out.append(Configuration(c["name"], dict(c.get("arguments") or {})))
+    return out
+
+
+def read_registered_builders(v: Any, where: str, problems: Problems) -> tuple[str, ...] | None:
+    """The plugin builders a Go test harness registers (None: every registered plugin)."""
+    if v is None:
+        return None
+    if not isinstance(v, list):
+        problems.append((where, f"expected a list of plugin names, got {_kind(v)}"))
+        return None
+    known = known_plugins()
+    for i, n in enumerate(v):
+        if not isinstance(n, str) or n not in known:
+            problems.append((f"{where}[{i}]", f"unknown plugin {n!r}; known: {', '.join(known)}"))
+    return tuple(n for n in v if isinstance(n, str))
+
+
+def read_conf(d: Any, *, strict: bool = True, require_actions: bool = False) -> tuple[SchedulerConf, Problems]:
+    """A scheduler configuration and its problems (empty: valid). Keys: ``actions``, ``tiers`` or
+    ``plugins: {tiers, registered_builders}`` (scenario files), ``registered_builders``,
+    ``action_arguments`` or Volcano's ``configurations``. With ``strict=False`` other keys (a
+    whole scenario file) are ignored."""
+    problems: Problems = []
+    if not isinstance(d, Mapping):
+        return SchedulerConf(), [("", f"a scheduler configuration is a mapping, got {_kind(d)}")]
+    if strict:
+        for k in d:
+            if k not in CONF_KEYS:
+                problems.append((str(k), f"unknown scheduler configuration field {k!r}; known: {', '.join(CONF_KEYS)}"))
+    actions = read_actions(d.get("actions"), "actions", problems, require=require_actions)
+    registered = read_registered_builders(d.get("registered_builders"), "registered_builders", problems)
+    raw_tiers, tiers_at = d.get("tiers"), "tiers"
+    block = d.get("plugins")
+    if block is not None:
+        if not isinstance(block, Mapping):
+            problems.append(("plugins", f"expected a mapping with 'tiers', got {_kind(block)}"))
+        else:
+            for k in block:
+                if k not in ("tiers", "registered_builders"):
+                    problems.append((f"plugins.{k}", f"unknown field {k!r}; known fields: tiers, registered_builders"))
+            if raw_tiers is not None:
+                problems.append(("plugins.tiers", "give either 'tiers' or 'plugins.tiers', not both"))
+            raw_tiers, tiers_at = block.get("tiers"), "plugins.tiers"
+            if block.get("registered_builders") is not None:
+                registered = read_registered_builders(block["registered_builders"], "plugins.registered_builders",
+                                                      problems)
+    tiers = read_tiers(raw_tiers, tiers_at, problems)
+    configurations = (read_action_arguments(d.get("action_arguments"), "action_arguments", problems)
+                      + _read_configurations(d.get("configurations"), "configurations", problems))
+    return SchedulerConf(actions=actions, tiers=tiers, configurations=configurations,
+                         registered_builders=registered), problems

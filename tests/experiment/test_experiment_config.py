@@ -278,11 +278,11 @@ def test_scheduler_conf_errors(tmp_path):
           actions: [allocate, dance]
           tiers: [[{name: gang, foo: 1}, {name: nope}, {name: drf, enabledWarp: true}, {name: priority, enabledJobOrder: 1}]]
         """)
-    assert "scheduler_conf.actions: unknown action 'dance'" in msg
-    assert "scheduler_conf.tiers[0][0]: unknown key 'foo'" in msg
-    assert "scheduler_conf.tiers[0][1].name: unknown plugin 'nope'" in msg
-    assert "scheduler_conf.tiers[0][2]: unknown flag 'enabledWarp'" in msg
-    assert "scheduler_conf.tiers[0][3]: enabledJobOrder: expected true or false" in msg
+    assert "x.yaml: scheduler_conf.actions[1]: unknown action 'dance'" in msg
+    assert "x.yaml: scheduler_conf.tiers[0][0].foo: unknown plugin option 'foo'" in msg
+    assert "x.yaml: scheduler_conf.tiers[0][1].name: unknown plugin 'nope'" in msg
+    assert "x.yaml: scheduler_conf.tiers[0][2].enabledWarp: unknown plugin option 'enabledWarp'" in msg
+    assert "x.yaml: scheduler_conf.tiers[0][3].enabledJobOrder: expected true, false or null" in msg
     assert "scheduler_conf.tiers: required" in errors_of(tmp_path, "scheduler_conf: {actions: [allocate]}\n")
     assert "plugin 'gang' appears twice" in errors_of(
         tmp_path, "scheduler_conf: {actions: [allocate], tiers: [[{name: gang}], [{name: gang}]]}\n")
@@ -323,15 +323,15 @@ def test_initial_objects(tmp_path):
     ("initial: {podgroups: [{name: g}], pods: [{name: p, podgroup: g, nodeName: n9}]}\n",
      "initial.pods[0].nodeName", "unknown node 'n9'"),
     ("initial: {podgroups: [{name: g, queue: qq}]}\n", "initial.podgroups[0].queue", "unknown queue 'qq'"),
-    ("initial: {podgroups: [{name: g, phase: Done}]}\n", "initial.podgroups[0].phase", "must be one of"),
+    ("initial: {podgroups: [{name: g, phase: Done}]}\n", "initial.podgroups[0].phase", "expected one of"),
     ("initial: {podgroups: [{name: g}], pods: [{name: p, podgroup: g, request: {cpu: -5}}]}\n",
-     "initial.pods[0].request", "must be a non-negative number"),
+     "initial.pods[0].request.cpu", "negative quantity"),
     ("initial: {podgroups: [{name: g}], pods: [{name: p, podgroup: g, colour: red}]}\n",
-     "initial.pods[0].colour", "unknown key"),
+     "initial.pods[0].colour", "unknown field 'colour'"),
     ("initial: {nodes: [{name: node-1, allocatable: {cpu: 1}}]}\n", "initial.nodes[0].name",
      "node 'node-1' already exists"),
     ("initial: {podgroups: [{name: g}], pods: [{name: p, podgroup: g}, {name: p, podgroup: g}]}\n",
-     "initial.pods[1]", "pod default/p is defined twice"),
+     "initial.pods[1].name", "duplicate pod 'default/p'"),
     ("initial: {podgroups: [{name: g}], pods: [{name: p, podgroup: g, priorityClassName: vip}]}\n",
      "initial.pods[0].priorityClassName", "unknown priority class 'vip'"),
 ])

@@ -9,6 +9,7 @@ import time
 
 from ha.experiment.replay import replay_records
 from cluster_state.delivery import WRITE_TIME_ANNOTATION, read_delivery_log
+from ha.runtime.external.protocol import OBSERVED_KEYS, SchedulerInstanceProtocol
 from ha.runtime.instance import SchedulerInstance
 from tests.runtime.instance_helpers import bound_nodes, create_jobs, instance_config, wait_for
 
@@ -27,8 +28,10 @@ async def test_observe_returns_one_tick_and_staleness_samples_only_once(api, red
     await inst.start()
     try:
         assert await inst.wait_synced(60)
+        assert isinstance(inst, SchedulerInstanceProtocol)     # the seam the engines talk through
         first = await inst.observe(0)
-        assert set(first) == {"digest", "stats", "decisions", "staleness_ms", "incarnation", "generation"}
+        assert set(first) == OBSERVED_KEYS == {"digest", "stats", "decisions", "staleness_ms", "incarnation",
+                                               "generation"}
         assert first["decisions"] == [] and first["incarnation"] == 0
         assert first["stats"]["name"] == "scheduler-1" and first["digest"]["name"] == "scheduler-1"
         names = create_jobs(api, n_jobs=2, size=2)

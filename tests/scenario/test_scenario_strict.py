@@ -138,6 +138,9 @@ def test_unknown_plugin_argument():
 
 def test_known_plugin_arguments_and_prefixes_load():
     d = base()
+    # a plugin appears once in the tiers (the scheduler configuration's schema)
+    d["plugins"]["tiers"] = [[p for p in t if p["name"] not in ("nodeorder", "predicates")]
+                             for t in d["plugins"]["tiers"]]
     d["plugins"]["tiers"].append([
         {"name": "nodeorder", "arguments": {"podaffinity.weight": 3, "tainttoleration.weight": 0}},
         {"name": "binpack", "arguments": {"binpack.resources": "nvidia.com/gpu",
@@ -281,3 +284,10 @@ def test_shared_worked_examples_are_in_tests_data():
     for n in ("capacity-hierarchy__case0-leaf-queue-allocatable.json", "enqueue__pending-enqueued.json",
               "nodeorder__node-affinity-preferred.json", "nodeorder__taint-prefer-no-schedule.json"):
         assert n in names
+
+
+def test_a_plugin_listed_twice_is_refused():
+    d = base()
+    name = d["plugins"]["tiers"][0][0]["name"]
+    d["plugins"]["tiers"].append([{"name": name}])
+    rejects(d, f"plugins.tiers[{len(d['plugins']['tiers']) - 1}][0].name", "appears twice")

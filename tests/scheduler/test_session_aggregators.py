@@ -210,7 +210,7 @@ def test_conf_from_dict_flags_and_errors():
         SchedulerConf.from_dict({"tiers": [[{"name": "gang", "enabledJobReadyy": True}]]}, source="x.json")
     with pytest.raises(BadInput, match=r"x.json: actions\[1\]: unknown action 'shuffle'"):
         SchedulerConf.from_dict({"actions": ["allocate", "shuffle"]}, source="x.json")
-    with pytest.raises(BadInput, match="must be true, false or null"):
+    with pytest.raises(BadInput, match=r"x.json: tiers\[0\]\[0\]\.enabledJobReady: expected true, false or null"):
         SchedulerConf.from_dict({"tiers": [[{"name": "gang", "enabledJobReady": "yes"}]]}, source="x.json")
     with pytest.raises(BadInput, match="unknown scheduler configuration field"):
         SchedulerConf.from_dict({"actoins": []}, source="x.json")

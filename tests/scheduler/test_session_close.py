@@ -2,6 +2,7 @@
 PodGroup phase write-back through the cache (docs/volcano-semantics.md §5.4, §4.11)."""
 from __future__ import annotations
 
+from ha.scheduler.conf import PluginOption
 from ha.scheduler.framework import close_session, open_session
 from ha.scheduler.framework.job_updater import get_pod_group_phase, is_pod_group_status_updated
 from ha.scheduler.scheduler import run_session
@@ -66,8 +67,12 @@ def test_status_comparison_ignores_transition_fields():
 
 def test_registered_builders_restrict_plugins_and_missing_plugin_is_recorded():
     c, _ = make_cache(nodes=[node("n1", 1000)], podgroups=[podgroup("g", 1)], pods=[pod("a", "g", 500)])
-    ssn = open_session(c, conf([], [[GANG_ALL, PREDICATES, {"name": "no-such-plugin"}]],
-                               registered=["gang", "no-such-plugin"]))
+    # a configuration file cannot name a plugin the registry lacks (ha.scheduler.conf refuses it);
+    # one built in code can, and the session skips it with a recorded error, as Volcano's does
+    cf = conf([], [[GANG_ALL, PREDICATES]], registered=["gang"])
+    cf.tiers[0].plugins.append(PluginOption(name="no-such-plugin"))
+    cf.registered_builders = ("gang", "no-such-plugin")
+    ssn = open_session(c, cf)
     assert sorted(ssn.plugins) == ["gang"]
     assert any("predicates" in e for e in ssn.errors) and any("no-such-plugin" in e for e in ssn.errors)
     assert ssn.total_resource.milli_cpu == 1000

@@ -20,19 +20,38 @@ itself (a lost lease, an exit): the recorder writes it as an internal restart (`
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
-__all__ = ["SchedulerInstanceProtocol", "SEAM_METHODS"]
+__all__ = ["SchedulerInstanceProtocol", "SEAM_METHODS", "Observed", "OBSERVED_KEYS"]
 
 SEAM_METHODS = ("start", "stop", "observe", "decisions", "placement", "pid", "is_leader", "stats",
                 "chaos_call", "set_clock_rate", "ping")
+
+
+class _ObservedRequired(TypedDict):
+    digest: dict[str, Any]          # name, is_leader, synced, incarnation, t, tasks, nodes, ...
+    stats: dict[str, Any]           # pid, is_leader, incarnation, restarts, last_error, counters
+    decisions: list[dict[str, Any]]  # seq > decisions_since
+    staleness_ms: list[float]       # the samples taken since the previous observe() of this life
+    incarnation: int
+    generation: str
+
+
+class Observed(_ObservedRequired, total=False):
+    """What ``observe()`` answers: the one shape the recorder reads, from a model instance and from
+    an external scheduler's supervisor alike."""
+    scrape: dict[str, Any]          # an external scheduler's /metrics record (history/scrapes.jsonl)
+
+
+# the keys every observe() answer has (``scrape``: only an external scheduler's)
+OBSERVED_KEYS: frozenset[str] = frozenset(_ObservedRequired.__annotations__)
 
 
 @runtime_checkable
 class SchedulerInstanceProtocol(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
-    async def observe(self, decisions_since: int = 0) -> dict[str, Any]: ...
+    async def observe(self, decisions_since: int = 0) -> Observed: ...
     async def decisions(self, since: int = 0) -> list[dict[str, Any]]: ...
     async def placement(self) -> dict[str, Any]: ...     # {"node_id", "host", "pid"}
     async def pid(self) -> int: ...                       # the process a pause stops

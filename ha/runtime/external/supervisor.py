@@ -338,25 +338,22 @@ class ExternalScheduler:
         out: dict[str, Any] = {"digest": digest, "stats": stats, "decisions": [], "staleness_ms": [],
                                "incarnation": self.incarnation, "generation": self.generation}
         if self.life is not None and self.running():
+            # a broken observation module is a loud error, never a run recorded without samples
+            from ha.runtime.external import observe as observation
             try:
-                from ha.runtime.external import observe as observation
-            except ImportError:
-                observation = None
-            if observation is not None:
-                try:
-                    got = await self._sample(observation, decisions_since)
-                except Exception as e:  # noqa: BLE001 — a failed sample is a gap, not a crash
-                    stats["observe_error"] = str(e)[:300]
-                    got = {}
-                for k, v in (got or {}).items():
-                    if k == "digest":
-                        digest.update(v or {})
-                        digest["is_leader"] = stats["is_leader"]
-                    elif k == "stats":
-                        self._observed_stats = dict(v or {})
-                        stats.update(v or {})
-                    else:
-                        out[k] = v
+                got = await self._sample(observation, decisions_since)
+            except Exception as e:  # noqa: BLE001 — a failed sample is a gap, not a crash
+                stats["observe_error"] = str(e)[:300]
+                got = {}
+            for k, v in (got or {}).items():
+                if k == "digest":
+                    digest.update(v or {})
+                    digest["is_leader"] = stats["is_leader"]
+                elif k == "stats":
+                    self._observed_stats = dict(v or {})
+                    stats.update(v or {})
+                else:
+                    out[k] = v
         return out
 
     async def _sample(self, observation, decisions_since: int) -> dict:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ha.scheduler.actions.allocate import dry_run_allocate
 from ha.scheduler.api import Resource, TaskStatus, preemptable_status
+from ha.scheduler.conf import GANG_AWARE_KEY
 from ha.scheduler.framework.gang_eviction import (PURPOSE_EVICT, ROI_THRESHOLD, GangEvictionContext,
                                                   SearchSpace, covers, needed_dims)
 from ha.scheduler.framework.statement import StatementError
@@ -31,7 +32,6 @@ from ha.scheduler.framework.util import PriorityQueue
 __all__ = ["GANG_AWARE_KEY", "gang_aware_enabled", "gang_tasks_to_place", "domain_need",
            "execute_gang_path", "StickyDomains", "GANG_INTEGRITY_OVERRIDES"]
 
-GANG_AWARE_KEY = "gangAwareEnable"
 PRIORITY_BEFORE_ROI_KEY = "gangPriorityBeforeROI"
 ROI_THRESHOLD_KEY = "gangROIThreshold"
 
