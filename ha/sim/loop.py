@@ -78,10 +78,11 @@ class _Handle(events.Handle):
 
 
 class _SeqTimerHandle(events.TimerHandle):
-    """A timer ordered by (due time, scheduling order): ties run first scheduled, first run. The
-    key is built once (the heap compares timers ~10 times per timer it pushes and pops)."""
+    """A timer and its place in the order timers run: (due time, scheduling order) — ties run first
+    scheduled, first run. The loop's heap holds ``(when, seq, handle)`` tuples, which the heap
+    compares in C (a timer is compared ~10 times as it is pushed and popped)."""
 
-    __slots__ = ("_seq", "_key", "_proc")
+    __slots__ = ("_seq", "_proc")
 
     def __init__(self, when, callback, args, loop, context, seq: int, proc=None) -> None:
         # TimerHandle.__init__'s fields, without its debug look-ups (as _Handle)
@@ -95,34 +96,7 @@ class _SeqTimerHandle(events.TimerHandle):
         self._when = when
         self._scheduled = False
         self._seq = seq
-        self._key = (when, seq)
         self._proc = proc
-
-    def __lt__(self, other) -> bool:
-        try:
-            return self._key < other._key
-        except AttributeError:
-            return super().__lt__(other)
-
-    def __le__(self, other) -> bool:
-        try:
-            return self._key <= other._key
-        except AttributeError:
-            return super().__le__(other)
-
-    def __gt__(self, other) -> bool:
-        try:
-            return self._key > other._key
-        except AttributeError:
-            return super().__gt__(other)
-
-    def __ge__(self, other) -> bool:
-        try:
-            return self._key >= other._key
-        except AttributeError:
-            return super().__ge__(other)
-
-    __hash__ = events.TimerHandle.__hash__
 
 
 def _forbidden(what: str) -> Callable:
@@ -198,9 +172,9 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
             self._check_callback(callback, "call_at")
         if context is None:
             context = contextvars.copy_context()
-        timer = _SeqTimerHandle(when, callback, args, self, context, next(self._timer_seq),
-                                context.get(PROCESS))
-        heapq.heappush(self._scheduled, timer)
+        seq = next(self._timer_seq)
+        timer = _SeqTimerHandle(when, callback, args, self, context, seq, context.get(PROCESS))
+        heapq.heappush(self._scheduled, (when, seq, timer))
         timer._scheduled = True
         return timer
 
@@ -214,34 +188,30 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
         n = len(sched)
         if n > 100 and self._timer_cancelled_count / n > 0.5:
             kept = []
-            for handle in sched:
-                if handle._cancelled:
-                    handle._scheduled = False
+            for entry in sched:
+                if entry[2]._cancelled:
+                    entry[2]._scheduled = False
                 else:
-                    kept.append(handle)
+                    kept.append(entry)
             heapq.heapify(kept)
             self._scheduled = sched = kept
             self._timer_cancelled_count = 0
         else:
-            while sched and sched[0]._cancelled:
+            while sched and sched[0][2]._cancelled:
                 self._timer_cancelled_count -= 1
-                handle = heapq.heappop(sched)
-                handle._scheduled = False
+                heapq.heappop(sched)[2]._scheduled = False
         ready = self._ready
         if not ready and not self._stopping:
             if not sched:
                 raise SimDeadlock("virtual-time loop: no callback is ready and no timer is scheduled, "
                                   "so nothing can ever happen again (every task waits for an event "
                                   f"nobody will set) at virtual time {self._now!r}")
-            when = sched[0]._when
+            when = sched[0][0]
             if when > self._now:   # jump to it exactly (no float drift from adding timeouts)
                 self._now = when
         end_time = self._now + self._clock_resolution
-        while sched:
-            handle = sched[0]
-            if handle._when >= end_time:
-                break
-            handle = heapq.heappop(sched)
+        while sched and sched[0][0] < end_time:
+            handle = heapq.heappop(sched)[2]
             handle._scheduled = False
             ready.append(handle)
         paused = self._paused
@@ -270,7 +240,7 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
 
         def settled() -> None:
             sched = self._scheduled
-            if self._ready or (sched and sched[0]._when <= t):
+            if self._ready or (sched and sched[0][0] <= t):
                 self.call_soon(settled)   # after what is ready now (and what that makes ready)
             else:
                 self.stop()
