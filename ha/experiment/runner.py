@@ -127,6 +127,7 @@ class ExperimentRunner:
         self.writer = None
         self.recorder = None
         self.driver = None
+        self._code_version: dict[str, Any] | None = None
         # the sim's start is its virtual epoch: nothing of the host's clock in its history
         self.started_at = getattr(self.life, "started_at", None) or time.time()
 
@@ -189,11 +190,18 @@ class ExperimentRunner:
         lease = None if s.mode == "active-active" else ("volcano", "volcano-system")
         self.recorder = Recorder(self.writer, self.life.api, t0_wall=0.0, lease=lease)
 
+    def _code(self) -> dict[str, Any]:
+        """code_version(), asked of git once a run (the history's header and metrics.json name the
+        same code; each ask is two git processes, which a hunt's short runs felt)."""
+        if self._code_version is None:
+            self._code_version = code_version()
+        return self._code_version
+
     def _header(self) -> dict[str, Any]:
         return {"engine": self.life.engine, "seed": self.exp.seed, "profile": self.exp.profile,
                 "experiment": self.exp.resolved(), "switches": self._switches(),
                 "instances": self.exp.instance_names(), "measure_every_s": self.exp.measure.every,
-                "duration_s": self.exp.duration, "code": code_version(), "source": self.source,
+                "duration_s": self.exp.duration, "code": self._code(), "source": self.source,
                 "api_server": self.life.api_server.to_dict(),
                 "run_id": self.life.run_id, "started_at": self.started_at}
 
@@ -246,7 +254,7 @@ class ExperimentRunner:
             "summary": {},
             "engine": life.engine,
             "seed": self.exp.seed,
-            "code": code_version(),
+            "code": self._code(),
             "experiment": self.exp.resolved(),
             "scheduler_conf": conf,
             "switches": self._switches(),

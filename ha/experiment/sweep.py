@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import shutil
 import socket
+import sys
 import tarfile
 import tempfile
 import time
@@ -82,8 +83,12 @@ def read_cell_meta(folder: Path) -> dict[str, Any]:
 
 def _where() -> dict[str, Any]:
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(), "node_id": None}
+    # Ray is initialized only where it was imported: a pool process need not import it to know
+    # (importing it costs a hunt or sweep run about a second)
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return out
     try:
-        import ray
         if ray.is_initialized():
             out["node_id"] = ray.get_runtime_context().get_node_id()
     except Exception:  # noqa: BLE001 — not inside Ray
@@ -187,7 +192,15 @@ PRELOAD = ("ha.experiment.sweep", "ha.experiment.runner", "ha.sim.engine", "ha.e
            "ha.experiment.analyze", "ha.experiment.report", "ha.experiment.checkers._fold",
            "ha.runtime.instance", "ha.runtime.cluster", "ha.scheduler.scheduler", "ha.scheduler.wiring",
            "ha.scheduler.actions", "ha.scheduler.plugins", "chaos.nemesis", "ha.experiment.replay",
-           "matplotlib.pyplot")
+           "matplotlib.pyplot",
+           # imported inside functions on a run's way: once in the server, not once per run
+           "ha.scheduler.cache", "ha.scheduler.framework.job_updater", "ha.runtime.external.observe",
+           "cluster_state.informer", "cluster_state.reflector", "chaos.injectors.watch",
+           "chaos.injectors.api", "rich.console", "rich.progress", "psutil", "numpy.random",
+           "importlib.metadata",
+           # a hunt's run is judged and classified in its process
+           "ha.hunt.search", "ha.hunt.safety", "ha.hunt.signature", "ha.hunt.draw",
+           "ha.experiment.shrink.predicate")
 
 
 def _preload() -> list[str]:

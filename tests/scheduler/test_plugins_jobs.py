@@ -180,6 +180,42 @@ def test_drf_preemptable_compares_shares_after_the_move():
     assert names(got) == ["big0"]
 
 
+def test_drf_preemptable_shares_use_the_totals_dimensions_taken_at_open():
+    """preemptable divides by the session's total through the dimensions drf took of it at open
+    (not worked out again for every candidate): its victims are those of shares computed with
+    the total's dimensions afresh, and the total is still what they were taken of."""
+    from ha.scheduler.plugins.drf import SHARE_DELTA, calculate_share, total_dims
+    nodes = [node("n1", cpu=10000, mem=10 * GI, pods=20), node("n2", cpu=6000, mem=30 * GI, pods=10)]
+    pods = [pod(f"cpu{i}", group="cpu", cpu=2500, mem=GI, node="n1", phase="Running") for i in range(3)]
+    pods += [pod(f"mem{i}", group="mem", cpu=500, mem=8 * GI, node="n2", phase="Running") for i in range(3)]
+    pods += [pod("few", group="few", cpu=500, mem=GI, node="n2", phase="Running"),
+             pod("want", group="few", cpu=1500, mem=4 * GI)]
+    ssn = make_session([[opt("drf")]], nodes=nodes, pods=pods,
+                       podgroups=[podgroup("cpu"), podgroup("mem"), podgroup("few")], queues=[queue("q1")])
+    plugin = ssn.plugins["drf"]
+    preemptor = task(ssn, "want")
+    cands = [task(ssn, n) for n in ("cpu0", "cpu1", "mem0", "mem1", "mem2", "cpu2")]
+
+    def reference() -> list[str]:
+        total = plugin.total_resource
+        _, ls = calculate_share(plugin.job_attrs[preemptor.job].allocated.clone().add(preemptor.resreq), total)
+        left: dict = {}
+        out = []
+        for t in cands:
+            left.setdefault(t.job, plugin.job_attrs[t.job].allocated.clone())
+            _, rs = calculate_share(left[t.job].sub(t.resreq), total)
+            if ls < rs or abs(ls - rs) <= SHARE_DELTA:
+                out.append(t.name)
+        return out
+
+    want = reference()
+    assert want and len(want) < len(cands)     # some victims, not every candidate
+    assert names(ssn.preemptable(preemptor, cands)) == want
+    ssn.statement().allocate(task(ssn, "want"), ssn.nodes["n2"])     # the session goes on
+    assert plugin._dims == total_dims(plugin.total_resource)
+    assert names(ssn.preemptable(preemptor, cands)) == reference()
+
+
 # ----------------------------------------------------------------------------- conformance
 
 def test_conformance_never_offers_critical_pods():

@@ -49,7 +49,7 @@ from ha.scheduler.actions.utils import gang_path
 from ha.scheduler.framework.statement import Statement, StatementError
 from ha.scheduler.framework.registry import register_action
 from ha.scheduler.framework.util import (PredicateHelper, PriorityQueue, prioritize_nodes, sort_nodes,
-                                         validate_victims)
+                                         victims_suffice)
 
 ENABLE_PREDICATE_ERR_CACHE_KEY = "predicateErrorCacheEnable"
 ENABLE_TOPOLOGY_AWARE_PREEMPTION_KEY = "enableTopologyAwarePreemption"
@@ -239,7 +239,7 @@ class PreemptAction:
         for node in selected:
             preemptees = [t.clone() for t in list(node.tasks.values()) if filter_fn is None or filter_fn(t)]
             victims = ssn.preemptable(preemptor, preemptees)
-            if validate_victims(preemptor, node, victims) is not None:
+            if not victims_suffice(preemptor, node, victims):
                 continue
             vq = ssn.build_victims_priority_queue(victims, preemptor)
             preempted_any = False

@@ -24,7 +24,7 @@ from typing import Any
 from ha.scheduler.api import TaskStatus, ZERO
 from ha.scheduler.actions.utils import gang_path
 from ha.scheduler.framework.statement import Statement, StatementError
-from ha.scheduler.framework.util import PredicateHelper, PriorityQueue, validate_victims
+from ha.scheduler.framework.util import PredicateHelper, PriorityQueue, victims_suffice
 from ha.scheduler.framework.registry import register_action
 
 ENABLE_PREDICATE_ERR_CACHE_KEY = "predicateErrorCacheEnable"
@@ -140,7 +140,7 @@ class ReclaimAction:
             if not reclaimees:
                 continue
             victims = ssn.reclaimable(task, reclaimees)
-            if validate_victims(task, n, victims) is not None:
+            if not victims_suffice(task, n, victims):
                 continue
             vq = ssn.build_victims_priority_queue(victims, task)
             resreq = task.init_resreq.clone()

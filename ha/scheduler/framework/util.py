@@ -236,12 +236,24 @@ def sort_nodes(node_scores: dict[float, list[Any]]) -> list[Any]:
     return out
 
 
-def validate_victims(preemptor: Any, node: Any, victims: list[Any]) -> str | None:
-    """``util.ValidateVictims``: None if the preemptor fits FutureIdle plus the victims."""
-    from ha.scheduler.api import ZERO
+def _future_idle_with(node: Any, victims: list[Any]) -> Any:
     future_idle = node.future_idle()  # a new Resource
     for v in victims:
         future_idle.add(v.resreq)
+    return future_idle
+
+
+def victims_suffice(preemptor: Any, node: Any, victims: list[Any]) -> bool:
+    """:func:`validate_victims` is None: what preempt and reclaim ask of every node they try,
+    without writing the message nobody reads (two resources printed per node that fails)."""
+    from ha.scheduler.api import ZERO
+    return preemptor.init_resreq.less_equal(_future_idle_with(node, victims), ZERO)
+
+
+def validate_victims(preemptor: Any, node: Any, victims: list[Any]) -> str | None:
+    """``util.ValidateVictims``: None if the preemptor fits FutureIdle plus the victims."""
+    from ha.scheduler.api import ZERO
+    future_idle = _future_idle_with(node, victims)
     if not preemptor.init_resreq.less_equal(future_idle, ZERO):
         return (f"not enough resources: requested <{preemptor.init_resreq}>, "
                 f"but future idle <{future_idle}>")

@@ -84,13 +84,14 @@ class DrfPlugin:
         def preemptable(preemptor: Any, preemptees: list[Any]) -> tuple[list[Any], int]:
             victims = []
             lalloc = self._attr(preemptor.job).allocated.clone().add(preemptor.resreq)
-            _, ls = calculate_share(lalloc, self.total_resource)
+            # the session's total (a clone nothing changes) and its dimensions, taken at open
+            _, ls = calculate_share(lalloc, self.total_resource, self._dims)
             allocations: dict[str, Resource] = {}
             for t in preemptees:
                 if t.job not in allocations:
                     allocations[t.job] = self._attr(t.job).allocated.clone()
                 ralloc = allocations[t.job].sub(t.resreq)
-                _, rs = calculate_share(ralloc, self.total_resource)
+                _, rs = calculate_share(ralloc, self.total_resource, self._dims)
                 if ls < rs or abs(ls - rs) <= SHARE_DELTA:
                     victims.append(t)
             return victims, PERMIT
