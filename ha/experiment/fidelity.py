@@ -19,9 +19,9 @@ and for each model arm the difference **model − real paired by seed** (the see
 with its interval. The model **agrees** with the real scheduler on a metric when that interval
 contains 0, or when the mean difference is within the metric's stated bound (:data:`BOUNDS`:
 how much two runs of the same seed may differ for reasons that are not the scheduler's -- the
-live engine's timing on a loaded machine); otherwise it **disagrees**. With no seed in common the
-verdict is ``None`` ("—"). A metric an arm did not measure is shown absent with the reason its
-cells' metrics.json gives (``absent``).
+live engine's timing on a loaded machine); otherwise it **disagrees**. With fewer than
+:data:`MIN_SEEDS` seeds in common the verdict is ``None`` ("—"). A metric an arm did not measure
+is shown absent with the reason its cells' metrics.json gives (``absent``).
 
 Besides the checkers' headline numbers, two metrics are read from the cells' own files, so that
 the two implementations are measured the same way:
@@ -69,6 +69,9 @@ BOUNDS: dict[str, float] = {
     "cache_divergence": 5.0,          # tasks
     "repeat_pipelines": 0.25,
 }
+
+# fewer paired seeds than this give no verdict (a bootstrap over one or two values is no interval)
+MIN_SEEDS = 3
 
 # --set keys that say which implementation ran, not what the experiment is
 IDENTITY_KEYS = ("schedulers.implementation", "schedulers.standby")
@@ -197,6 +200,8 @@ from the first sweep given."""
 def _agrees(d: dict[str, Any], bound: float | None) -> tuple[bool | None, str]:
     if d.get("mean") is None or d.get("ci95") is None:
         return None, "no seed in common"
+    if d["n"] < MIN_SEEDS:
+        return None, f"n < {MIN_SEEDS}: no interval to judge by"
     lo, hi = d["ci95"]
     if lo <= 0 <= hi:
         return True, "interval holds 0"

@@ -172,3 +172,13 @@ def test_no_real_cells_no_fidelity(sweeps, tmp_path):
     model, _, _, _ = sweeps
     assert fidelity([model], [read_sweep(model)]) is None
     assert "fidelity" not in agreement([model, model], [read_sweep(model), read_sweep(model)])
+
+
+def test_too_few_common_seeds_give_no_verdict(sweeps):
+    model, real, _, _ = sweeps
+    for s in SEEDS[2:]:
+        (real / f"cells/v1.14/schedulers.implementation=volcano/seed-{s}/metrics.json").unlink()
+    doc = fidelity([model, real], [read_sweep(model), read_sweep(real)])
+    d = doc["metrics"]["allocation_drift"]["v1.14"]["differences"]["model-live"]
+    assert d["n"] == 2 and d["agrees"] is None and "n < 3" in d["why"]
+    assert doc["metrics"]["allocation_drift"]["v1.14"]["arms"]["real"]["n"] == 2
