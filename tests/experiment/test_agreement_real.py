@@ -182,3 +182,32 @@ def test_too_few_common_seeds_give_no_verdict(sweeps):
     d = doc["metrics"]["allocation_drift"]["v1.14"]["differences"]["model-live"]
     assert d["n"] == 2 and d["agrees"] is None and "n < 3" in d["why"]
     assert doc["metrics"]["allocation_drift"]["v1.14"]["arms"]["real"]["n"] == 2
+
+
+def test_api_drift_counts_only_the_nominations_the_api_server_saw(tmp_path):
+    """A sim run of seed 000 under v1.14: the model's
+    allocation_drift also counts its committed in-cache pipeline decisions; allocation_drift_api
+    only binds off the last status.nominatedNodeName the API server held -- recounted here from
+    the history's pod objects."""
+    from ha.experiment.checkers._fold import steps
+    from ha.experiment.fidelity import api_allocation_drift
+    from ha.experiment.history import History
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["run", str(root / "examples" / "seed000-current-vs-proposed.yaml"), "--engine", "sim",
+                                 "--seed", "1", "--profile", "v1.14", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    api = api_allocation_drift(out)
+    nominated: dict[str, str] = {}
+    bound: set[str] = set()
+    recount = 0
+    for st in steps(History(out)):
+        for e in st.events:
+            if e.type == "nominated" and e.pod not in bound:
+                nominated[e.pod] = e.node
+            elif e.type == "bound" and e.pod not in bound:
+                bound.add(e.pod)
+                recount += int(e.pod in nominated and nominated.pop(e.pod) != e.node)
+    assert api == recount and api > 0
+    drift = json.loads((out / "metrics.json").read_text())["summary"]["allocation_drift"]["count"]
+    assert drift > api          # the in-cache pipelines add drifts no API nomination shows
