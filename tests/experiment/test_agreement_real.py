@@ -184,7 +184,18 @@ def test_too_few_common_seeds_give_no_verdict(sweeps):
     assert doc["metrics"]["allocation_drift"]["v1.14"]["arms"]["real"]["n"] == 2
 
 
-def test_api_drift_counts_only_the_nominations_the_api_server_saw(tmp_path):
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    """Seed 000 under v1.14 on the sim engine, seed 1 (the leader is killed at 12 s)."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path_factory.mktemp("sim") / "run"
+    r = CliRunner().invoke(app, ["run", str(root / "examples" / "seed000-current-vs-proposed.yaml"), "--engine", "sim",
+                                 "--seed", "1", "--profile", "v1.14", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_api_drift_counts_only_the_nominations_the_api_server_saw(sim_run):
     """A sim run of seed 000 under v1.14: the model's
     allocation_drift also counts its committed in-cache pipeline decisions; allocation_drift_api
     only binds off the last status.nominatedNodeName the API server held -- recounted here from
@@ -192,11 +203,7 @@ def test_api_drift_counts_only_the_nominations_the_api_server_saw(tmp_path):
     from ha.experiment.checkers._fold import steps
     from ha.experiment.fidelity import api_allocation_drift
     from ha.experiment.history import History
-    root = Path(__file__).resolve().parents[2]
-    out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["run", str(root / "examples" / "seed000-current-vs-proposed.yaml"), "--engine", "sim",
-                                 "--seed", "1", "--profile", "v1.14", "--out", str(out)])
-    assert r.exit_code == 0, r.output
+    out = sim_run
     api = api_allocation_drift(out)
     nominated: dict[str, str] = {}
     bound: set[str] = set()
@@ -211,3 +218,32 @@ def test_api_drift_counts_only_the_nominations_the_api_server_saw(tmp_path):
     assert api == recount and api > 0
     drift = json.loads((out / "metrics.json").read_text())["summary"]["allocation_drift"]["count"]
     assert drift > api          # the in-cache pipelines add drifts no API nomination shows
+
+
+def test_failover_timed_by_the_lease_not_by_the_tick_that_saw_it(sim_run, tmp_path):
+    """The checker starts a failover's recovery at the tick that first saw the new Lease holder and
+    counts binds from there; when that tick comes after the new leader's first binds (a real
+    vc-scheduler binds at once on winning), the recovery is timed to a later session.
+    failover_lease_s starts at the Lease's acquireTime: moving the sampling tick later does not
+    move it."""
+    import shutil
+
+    from ha.experiment.checkers import failover_recovery_s as frs
+    from ha.experiment.fidelity import lease_timed_failover
+    from ha.experiment.history import History
+    run = tmp_path / "run"
+    shutil.copytree(sim_run, run)
+    before_checker = frs.check(History(run))
+    before = lease_timed_failover(run)
+    assert before == pytest.approx(before_checker)
+    kill = next(r for r in History(run).lives() if r.get("event") == "kill")
+    first = kill["t"] + before
+    # the tick that saw the takeover comes 0.2 s after the new leader's first bind
+    p = run / "history" / "leases.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+    i = next(k for k, r in enumerate(recs) if r["t"] > kill["t"])
+    assert recs[i]["t"] < first
+    recs[i]["t"] = round(first + 0.2, 4)
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert frs.check(History(run)) > before + 0.2
+    assert lease_timed_failover(run) == pytest.approx(before)
