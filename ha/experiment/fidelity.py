@@ -23,7 +23,7 @@ live engine's timing on a loaded machine); otherwise it **disagrees**. With fewe
 :data:`MIN_SEEDS` seeds in common the verdict is ``None`` ("—"). A metric an arm did not measure
 is shown absent with the reason its cells' metrics.json gives (``absent``).
 
-Besides the checkers' headline numbers, four metrics are read from the cells' own files, so that
+Besides the checkers' headline numbers, three metrics are read from the cells' own files, so that
 the two implementations are measured the same way:
 
 * ``allocation_drift_api``: allocation_drift with only the nominations the API server saw
@@ -32,11 +32,6 @@ the two implementations are measured the same way:
   process (its pipeline decisions are read off its nomination writes): the two implementations
   measure ``allocation_drift`` against different sets of nominations, ``allocation_drift_api``
   against the same;
-* ``failover_lease_s``: failover_recovery_s with each takeover timed by the Lease's
-  ``acquireTime`` rather than by the measuring tick that first saw the new holder (a real
-  vc-scheduler runs its first session the moment it wins, so its first binds often fall between
-  the win and that tick; the checker counts binds from the tick on and times such a failover to
-  the session after);
 * ``leader_pipelined_max``: the most tasks the leader's cache held Pipelined at one tick
   (timeseries.csv ``tasks_pipelined`` of the alive leader; a real instance's from its cache dump);
 * ``fatal_exits``: how many times an instance ended itself with a fatal error -- a real
@@ -60,7 +55,7 @@ __all__ = ["BOUNDS", "FIDELITY_METRICS", "IDENTITY_KEYS", "Arm", "arm_of", "arm_
 
 # the headline rows of README's table (and the two measured from the cells' files)
 FIDELITY_METRICS = ("allocation_drift", "allocation_drift_api", "wasted_evictions", "cyclic_evictions", "partial_gang_binds",
-                    "leader_pipelined_max", "fatal_exits", "failover_recovery_s", "failover_lease_s", "pods_bound_per_s",
+                    "leader_pipelined_max", "fatal_exits", "failover_recovery_s", "pods_bound_per_s",
                     "overcommit_violations", "cache_divergence")
 
 # |model − real| (per run, mean over seeds) within which a detected difference still counts as
@@ -76,7 +71,6 @@ BOUNDS: dict[str, float] = {
     "leader_pipelined_max": 1.0,      # tasks
     "fatal_exits": 0.5,               # exits per run
     "failover_recovery_s": 1.0,       # seconds: two lease retries (500 ms) of the seed000 files
-    "failover_lease_s": 1.0,
     "pods_bound_per_s": 0.1,
     "overcommit_violations": 0.5,
     "cache_divergence": 5.0,          # tasks
@@ -155,69 +149,6 @@ def api_allocation_drift(folder: Path) -> int:
     return truth_pass(h, "allocation_drift_api", AllocationDrift, feed)[0].count
 
 
-def _epoch(v: Any) -> float | None:
-    """A Lease's acquireTime as epoch seconds (a number, or RFC 3339 as the API writes it)."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, str) and v:
-        from datetime import datetime
-        try:
-            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
-class _LeaseTimed:
-    """A history whose Lease records are timed by the Lease's own acquireTime (in run seconds)
-    rather than by the measuring tick that first saw the new holder."""
-
-    def __init__(self, h: Any, t0_wall: float):
-        self._h, self._t0 = h, t0_wall
-        self.memo: dict[str, Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._h, name)
-
-    def leases(self) -> list[dict[str, Any]]:
-        out = []
-        for r in self._h.leases():
-            at = _epoch(r.get("acquire_time"))
-            r = dict(r)
-            if at is not None:
-                r["t"] = min(float(r["t"]), at - self._t0)
-            out.append(r)
-        return out
-
-
-def lease_timed_failover(folder: Path) -> float:
-    """failover_recovery_s with each takeover at the Lease's acquireTime instead of the tick that
-    sampled it: a real vc-scheduler runs its first session at once on winning the Lease, so its
-    first binds often land between the win and the next tick (every 500 ms) and the checker, which
-    counts binds from the tick on, misses them and times the recovery to the session after."""
-    import statistics
-
-    from ha.errors import BadInput
-    from ha.experiment.checkers.failover_recovery_s import failovers
-    from ha.experiment.history import History
-    try:
-        h = History(folder)
-    except (BadInput, OSError, ValueError) as e:
-        raise _NoTruth(f"no readable history: {e}") from None
-    offs = [float(d["wall"]) - float(d["t"]) for d in h.decisions()
-            if isinstance(d.get("wall"), (int, float)) and isinstance(d.get("t"), (int, float))]
-    if not offs:
-        raise _NoTruth("no decision carries its wall-clock time")
-    losses = [f for f in failovers(_LeaseTimed(h, statistics.median(offs)))
-              if f["cause"] == "kill" or f["recovery_s"] is not None]
-    if not losses:
-        raise _NoTruth("no leader loss in the run")
-    rec = [f["recovery_s"] for f in losses if f["recovery_s"] is not None]
-    if len(rec) != len(losses):
-        raise _NoTruth("a leader loss never recovered in the run")
-    return max(rec)
-
-
 def derived_values(folder: Path, metrics_doc: dict[str, Any], real: bool) -> tuple[dict[str, float], dict[str, str]]:
     """(``{leader_pipelined_max, fatal_exits}``, ``{metric: why absent}``) of one cell."""
     vals: dict[str, float] = {}
@@ -243,11 +174,6 @@ def derived_values(folder: Path, metrics_doc: dict[str, Any], real: bool) -> tup
         vals["allocation_drift_api"] = api_allocation_drift(folder)
     except _NoTruth as e:
         absent["allocation_drift_api"] = str(e)
-    # failover_lease_s
-    try:
-        vals["failover_lease_s"] = lease_timed_failover(folder)
-    except _NoTruth as e:
-        absent["failover_lease_s"] = str(e)
     # fatal_exits
     if real:
         n = 0
