@@ -37,7 +37,8 @@ the two implementations are measured the same way:
 * ``fatal_exits``: how many times an instance ended itself with a fatal error -- a real
   vc-scheduler's ``F....`` / ``panic:`` exits other than ``leaderelection lost``
   (history/lives.jsonl ``restart`` with ``internal: true``), the model's modelled ``klog.Fatalf``
-  (``fatal_cache_errors``).
+  (``fatal_cache_errors``) plus its sessions' assertion panics (metrics.json ``totals.panics``),
+  which end a vc-scheduler process but not a model instance.
 """
 from __future__ import annotations
 
@@ -193,7 +194,10 @@ def derived_values(folder: Path, metrics_doc: dict[str, Any], real: bool) -> tup
     else:
         v = (metrics_doc.get("summary") or {}).get("fatal_cache_errors")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            vals["fatal_exits"] = v
+            # a session's assertion panic (ResourceUnderflow) ends a vc-scheduler process too
+            # (runtime.HandleCrash re-panics); the model counts it in its totals
+            panics = (metrics_doc.get("totals") or {}).get("panics") or 0
+            vals["fatal_exits"] = v + (panics if isinstance(panics, (int, float)) else 0)
         else:
             absent["fatal_exits"] = (metrics_doc.get("absent") or {}).get("fatal_cache_errors") or "not counted"
     return vals, absent
