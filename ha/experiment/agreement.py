@@ -8,8 +8,15 @@ verdict on the paired difference (increase, decrease, "no difference detected");
 *contradict* each other on a pair only when one says increase and another decrease — a difference
 one sweep detects and another does not is a matter of power, not a disagreement.
 
+When a sweep holds real vc-scheduler cells (``schedulers.implementation: volcano``), the model's
+sweeps are also compared with the real scheduler (``ha.experiment.fidelity``: model-sim,
+model-live and real side by side per metric and profile, the paired difference model − real and
+whether it agrees, docs/fidelity.md); the profile-level comparison above covers the model's sweeps
+only.
+
 ``ha-testbed compare SWEEP_A SWEEP_B ...`` prints this after the sweeps' own tables (markdown, as
-docs/simulation.md shows it); ``--json`` adds it as ``"agreement"``.
+docs/simulation.md shows it); ``--json`` adds it as ``"agreement"`` (with ``"fidelity"`` when a
+sweep is real).
 """
 from __future__ import annotations
 
@@ -35,9 +42,13 @@ def _base_values(path: Path, doc: dict[str, Any]) -> dict[str, dict[int, dict[st
     (finished by the cell's own files, so a sweep still running counts what it has done)."""
     from ha.experiment.sweep import cell_done
     from ha.experiment.sweep_report import cell_values
+    from ha.experiment.fidelity import arm_of
     out: dict[str, dict[int, dict[str, float]]] = {}
     for c in doc.get("cells") or []:
         if c.get("set") or not cell_done(path / c["path"]):
+            continue
+        arm = arm_of(doc, c)
+        if arm is None or arm.is_real:
             continue
         vals = cell_values(path / c["path"])
         if vals:
@@ -49,10 +60,16 @@ def agreement(folders: list[Path], docs: list[dict[str, Any]], metrics: tuple[st
               seed: int = 0) -> dict[str, Any]:
     """``{"sweeps": [label], "metrics": {metric: {"profiles": {profile: {"seeds", "per_sweep":
     [describe()], "overlap"}}, "pairs": [{"a", "b", "verdicts": [..], "contradiction"}]}}}``."""
+    from ha.experiment.fidelity import fidelity
+    real = fidelity(folders, docs, seed=seed)
+    every = list(zip(folders, docs))
+    # the profile-level comparison is the model's: a sweep of real cells only takes no part
+    model = [(p, d) for p, d in every if _base_values(p, d) or not has_real_cells(d)] if real else every
+    folders, docs = [p for p, _ in model], [d for _, d in model]
     labels = [_label(p, d) for p, d in zip(folders, docs)]
     values = [_base_values(p, d) for p, d in zip(folders, docs)]
-    profiles = [p for p in (docs[0].get("grid") or {}).get("profiles") or []
-                if all(p in v for v in values)]
+    profiles = [p for p in ((docs[0].get("grid") or {}).get("profiles") or [] if docs else [])
+                if all(p in v for v in values)] if len(docs) >= 2 else []
     names = list(metrics or DEFAULT_METRICS)
     out: dict[str, Any] = {"sweeps": labels, "profiles": profiles, "metrics": {}}
     for m in names:
@@ -78,7 +95,14 @@ def agreement(folders: list[Path], docs: list[dict[str, Any]], metrics: tuple[st
                 entry["pairs"].append({"a": a, "b": b, "verdicts": verdicts, "contradiction": len(signs) > 1})
         if any(x["seeds"] for x in entry["profiles"].values()):
             out["metrics"][m] = entry
+    if real is not None:
+        out["fidelity"] = real
     return out
+
+
+def has_real_cells(doc: dict[str, Any]) -> bool:
+    from ha.experiment.fidelity import arm_of
+    return any((a := arm_of(doc, c)) is not None and a.is_real for c in doc.get("cells") or [])
 
 
 def _num(v: float) -> str:
@@ -96,7 +120,14 @@ def agreement_markdown(doc: dict[str, Any]) -> str:
     """Two markdown tables: means per metric, profile and sweep (with overlap), and the pairs of
     profiles each sweep orders (with contradictions)."""
     sw = doc["sweeps"]
-    lines = ["| metric | profile | n | " + " | ".join(sw) + " | intervals overlap |",
+    lines: list[str] = []
+    if doc.get("fidelity"):
+        from ha.experiment.fidelity import fidelity_markdown
+        lines += ["The model against the real scheduler (model − real paired by seed; 95% intervals):", "",
+                  fidelity_markdown(doc["fidelity"]), ""]
+    if not doc["metrics"]:
+        return "\n".join(lines)
+    lines += ["| metric | profile | n | " + " | ".join(sw) + " | intervals overlap |",
              "|---|---|---|" + "---|" * len(sw) + "---|"]
     for m, e in doc["metrics"].items():
         for prof, x in e["profiles"].items():

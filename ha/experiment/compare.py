@@ -7,7 +7,9 @@ per metric and profile the mean over seeds with its 95% interval and n, and the 
 (``ha.experiment.sweep_report``); ``--json`` gives ``{"runs", ..., "sweeps": [{path, grid, metrics}]}``.
 Two or more sweep folders (e.g. the same grid on the live and the sim engine) are also compared
 with each other (``ha.experiment.agreement``: means over their common seeds, overlap, contradictory
-orderings; ``"agreement"`` in the JSON)."""
+orderings; ``"agreement"`` in the JSON). Sweeps holding real vc-scheduler cells put the model beside
+the real scheduler (``ha.experiment.fidelity``: model − real paired by seed, agrees or not;
+``"agreement"."fidelity"`` in the JSON), also a single sweep with the implementation axis."""
 from __future__ import annotations
 
 import json
@@ -63,7 +65,10 @@ def compare_cli(dirs, as_json: bool = False, echo=print, console=None) -> int:
     results = [read_results(Path(d)) for d in dirs if not is_sweep_dir(d)]
     table = compare_table(results) if results else None
     agree = None
-    if len(sweeps) >= 2:
+    from ha.experiment.agreement import has_real_cells
+    # two sweeps (sim beside live), or any sweep holding real vc-scheduler cells (the model beside
+    # the real scheduler: its own --set schedulers.implementation=model,volcano axis is enough)
+    if len(sweeps) >= 2 or any(has_real_cells(s) for _, s in sweeps):
         from ha.experiment.agreement import agreement
         agree = agreement([p for p, _ in sweeps], [s for _, s in sweeps])
     if as_json:
@@ -81,7 +86,10 @@ def compare_cli(dirs, as_json: bool = False, echo=print, console=None) -> int:
         print_ci_tables(s, console=console, title=f"sweep {p}")
     if agree is not None:
         from ha.experiment.agreement import agreement_markdown
-        echo("\nThe sweeps side by side (seeds every sweep finished; 95% intervals):\n")
+        if agree["metrics"]:
+            echo("\nThe sweeps side by side (seeds every sweep finished; 95% intervals):\n")
+        else:
+            echo("")
         echo(agreement_markdown(agree))
     if table is None:
         return 0

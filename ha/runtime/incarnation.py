@@ -205,7 +205,8 @@ class Incarnation:
             self.resync_worker.start()
         if not cfg.elected or cfg.standby == "warm":
             await self.start_informers()
-        self.tasks.spawn(self._session_loop(), "sessions")
+            self.tasks.spawn(self._session_loop(), "sessions")
+        # a cold standby schedules from when it leads (_on_started_leading), as vc-scheduler does
         if cfg.elected:
             self.tasks.spawn(self._campaign(), "election")
         if self.delivery_log is not None and cfg.log_flush_s > 0:
@@ -304,6 +305,10 @@ class Incarnation:
         st.first_bind_after_leading_at = None
         if not self.informers_started:          # cold standby: list now (Volcano's failover)
             await self.start_informers()
+            # vc-scheduler's Run() on winning the Lease: the cache's informers synced, then
+            # wait.Until(runOnce, period), which runs the first session at once and the next a
+            # period later -- not at the next tick of a loop that has been running since start
+            self.tasks.spawn(self._session_loop(first_at_once=True), "sessions")
 
     # ============================================================================ sessions
     def should_schedule(self) -> bool:
@@ -313,10 +318,13 @@ class Incarnation:
             return True
         return self.is_leader()
 
-    async def _session_loop(self) -> None:
+    async def _session_loop(self, first_at_once: bool = False) -> None:
         st = self.state
+        wait = not first_at_once
         while True:
-            await self.env.clock.sleep(self.cfg.period_s)
+            if wait:
+                await self.env.clock.sleep(self.cfg.period_s)
+            wait = True
             if not self.should_schedule():
                 continue
             try:

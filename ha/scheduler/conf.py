@@ -47,9 +47,11 @@ def known_plugins() -> tuple[str, ...]:
 # too, as ``preempt.gangAwareEnable`` (seed 001's configuration puts it there)
 GANG_AWARE_KEY = "gangAwareEnable"
 
-# Python attribute name -> Go field name of conf.PluginOption. Every one may be written in a file
-# as the Go field name, its lower-camel form (``enabledJobOrder``, what the scenario files use),
-# Volcano's yaml tag (``enableJobOrder``) or the snake_case attribute name.
+# Python attribute name -> (Go field name of conf.PluginOption, its yaml tag, other spellings).
+# Every one may be written in a file as the Go field name, its lower-camel form
+# (``enabledJobOrder``, what the scenario files use), Volcano's yaml tag (``enableJobOrder``; but
+# ``enabledOverused``, ``enabledAllocatable``, ``EnabledClusterOrder``, ... as the struct spells
+# them: vc-scheduler decodes no other key) or the snake_case attribute name.
 _FLAG_GO_NAMES: dict[str, tuple[str, ...]] = {
     "enabled_job_order": ("EnabledJobOrder", "enableJobOrder"),
     "enabled_hierarchy": ("EnabledHierarchy", "enableHierarchy"),
@@ -61,22 +63,22 @@ _FLAG_GO_NAMES: dict[str, tuple[str, ...]] = {
     # Go spells this one EnablePreemptive (no "d"); both spellings are accepted.
     "enabled_preemptive": ("EnablePreemptive", "enablePreemptive", "EnabledPreemptive"),
     "enabled_queue_order": ("EnabledQueueOrder", "enableQueueOrder"),
-    "enabled_cluster_order": ("EnabledClusterOrder", "enableClusterOrder"),
+    "enabled_cluster_order": ("EnabledClusterOrder", "EnabledClusterOrder", "enableClusterOrder"),
     "enabled_predicate": ("EnabledPredicate", "enablePredicate"),
     "enabled_best_node": ("EnabledBestNode", "enableBestNode"),
     "enabled_node_order": ("EnabledNodeOrder", "enableNodeOrder"),
     "enabled_target_job": ("EnabledTargetJob", "enableTargetJob"),
     "enabled_reserved_nodes": ("EnabledReservedNodes", "enableReservedNodes"),
     "enabled_job_enqueued": ("EnabledJobEnqueued", "enableJobEnqueued"),
-    "enabled_victim": ("EnabledVictim", "enableVictim"),
+    "enabled_victim": ("EnabledVictim", "enabledVictim", "enableVictim"),
     "enabled_job_starving": ("EnabledJobStarving", "enableJobStarving"),
-    "enabled_overused": ("EnabledOverused", "enableOverused"),
-    "enabled_allocatable": ("EnabledAllocatable", "enableAllocatable"),
-    "enabled_hyper_node_order": ("EnabledHyperNodeOrder", "enableHyperNodeOrder"),
-    "enabled_sub_job_ready": ("EnabledSubJobReady", "enableSubJobReady"),
-    "enabled_sub_job_pipelined": ("EnabledSubJobPipelined", "enableSubJobPipelined"),
-    "enabled_sub_job_order": ("EnabledSubJobOrder", "enableSubJobOrder"),
-    "enabled_hyper_node_gradient": ("EnabledHyperNodeGradient", "enableHyperNodeGradient"),
+    "enabled_overused": ("EnabledOverused", "enabledOverused", "enableOverused"),
+    "enabled_allocatable": ("EnabledAllocatable", "enabledAllocatable", "enableAllocatable"),
+    "enabled_hyper_node_order": ("EnabledHyperNodeOrder", "enabledHyperNodeOrder", "enableHyperNodeOrder"),
+    "enabled_sub_job_ready": ("EnabledSubJobReady", "enabledSubJobReady", "enableSubJobReady"),
+    "enabled_sub_job_pipelined": ("EnabledSubJobPipelined", "enabledSubJobPipelined", "enableSubJobPipelined"),
+    "enabled_sub_job_order": ("EnabledSubJobOrder", "enabledSubJobOrder", "enableSubJobOrder"),
+    "enabled_hyper_node_gradient": ("EnabledHyperNodeGradient", "enabledHyperNodeGradient", "enableHyperNodeGradient"),
 }
 ENABLED_FLAGS: tuple[str, ...] = tuple(_FLAG_GO_NAMES)
 # Volcano's ApplyPluginConfDefaults turns every unset flag on EXCEPT these two, which stay

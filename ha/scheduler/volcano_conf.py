@@ -27,14 +27,14 @@ from typing import Any
 
 import yaml
 
-from ha.scheduler.conf import ENABLED_FLAGS, SchedulerConf
+from ha.scheduler.conf import _FLAG_GO_NAMES, ENABLED_FLAGS, SchedulerConf
 
 __all__ = ["volcano_conf_dict", "volcano_yaml", "YAML_TAGS"]
 
-# Python attribute -> the yaml tag of Volcano's conf.PluginOption field (pkg/scheduler/conf)
-YAML_TAGS: dict[str, str] = {
-    f: "enable" + "".join(p.capitalize() for p in f.split("_")[1:]) for f in ENABLED_FLAGS
-}
+# Python attribute -> the yaml tag of Volcano's conf.PluginOption field (pkg/scheduler/conf): most
+# are "enable" + the flag, nine are not (enabledOverused, enabledAllocatable, EnabledClusterOrder,
+# ...); a flag under any other key is unknown to vc-scheduler, whose defaults then turn it on
+YAML_TAGS: dict[str, str] = {f: _FLAG_GO_NAMES[f][1] for f in ENABLED_FLAGS}
 
 
 def volcano_conf_dict(conf: SchedulerConf) -> dict[str, Any]:

@@ -3,13 +3,18 @@ slowest failover of the run, null if a leader loss never recovered in the run.
 
 Leader losses come from lives.jsonl (``kill`` / ``pause`` of an instance with ``was_leader``).
 Takeovers come from leases.jsonl (the Lease's holder changing to another instance's identity,
-``<instance>_<suffix>``), else from the ticks (an instance's ``is_leader`` rising). A takeover
+``<instance>_<suffix>``), timed by the Lease's ``acquireTime`` when the record has it (the
+measuring tick that read the Lease can come after the new leader's first binds: a vc-scheduler
+runs its first session the moment it wins), else from the ticks (an instance's ``is_leader``
+rising). A takeover
 matches a loss when it comes at or after it — for a pause, only within the pause's window (its
 resume + lease duration + retry period): past that window with no takeover, the paused leader kept
 its lease and there is no failover to time. The recovery ends at the new leader's first committed
 bind decision at or after it took over."""
 from __future__ import annotations
 
+import statistics
+from datetime import datetime
 from typing import Any
 
 from ha.experiment.checkers import Absent
@@ -26,14 +31,40 @@ def _instance_of(holder: str | None) -> str | None:
     return holder.rsplit("_", 1)[0] if "_" in holder else holder
 
 
+def _epoch(v: Any) -> float | None:
+    """A Lease's acquireTime as Unix seconds (a number, or RFC 3339 as the API writes it)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str) and v:
+        try:
+            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _t0_wall(h) -> float | None:
+    """The engine's clock at run time 0, from the decisions that carry both times."""
+    offs = [float(d["wall"]) - float(d["t"]) for d in h.decisions()
+            if isinstance(d.get("wall"), (int, float)) and isinstance(d.get("t"), (int, float))]
+    return statistics.median(offs) if offs else None
+
+
 def takeovers(h) -> list[tuple[float, str]]:
     """(t, instance) each time an instance became leader, in time order."""
     out: list[tuple[float, str]] = []
     prev = None
+    t0 = None
     for rec in sorted(h.leases(), key=lambda r: float(r["t"])):
         holder = rec.get("holder") or None
         if holder and holder != prev:
-            out.append((float(rec["t"]), _instance_of(holder)))
+            t = float(rec["t"])
+            at = _epoch(rec.get("acquire_time"))
+            if at is not None:
+                t0 = _t0_wall(h) if t0 is None else t0
+                if t0 is not None:
+                    t = min(t, at - t0)
+            out.append((t, _instance_of(holder)))
         prev = holder
     if out or h.leases():
         return out
