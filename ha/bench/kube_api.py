@@ -55,15 +55,18 @@ def _pod(i: int) -> dict:
                                        "reason": "Unschedulable", "message": "waiting"}]}}
 
 
-def _front_main(url: str, prefix: str, q, stop) -> None:
-    """The front's process: the observer and three instance endpoints until ``stop`` is set."""
+def front_main(url: str, prefix: str, q, stop, *, instances: tuple[str, ...], observer: bool = True,
+               log_dir: str | None = None) -> None:
+    """A front's process for a benchmark: an ``observer`` endpoint (unless ``observer`` is off) and
+    one endpoint per instance, their URLs put on ``q``, served until ``stop`` is set (request
+    logs under ``log_dir`` when given)."""
     from kube_api.endpoint import EndpointChaos
     from kube_api.server import KubeFront
 
     async def main():
-        front = KubeFront(url, prefix, keep_logs=False)
-        urls = {"observer": (await front.add_endpoint("observer")).url}
-        for name in INSTANCES:
+        front = KubeFront(url, prefix, keep_logs=False, log_dir=log_dir)
+        urls = {"observer": (await front.add_endpoint("observer")).url} if observer else {}
+        for name in instances:
             urls[name] = (await front.add_endpoint(name, chaos=EndpointChaos(name))).url
         gc.freeze()     # as `ha-testbed serve` does once started: the long-lived heap leaves the GC's walks
         q.put(urls)
@@ -71,6 +74,11 @@ def _front_main(url: str, prefix: str, q, stop) -> None:
             await asyncio.sleep(0.2)
         await front.stop()
     asyncio.run(main())
+
+
+def _front_main(url: str, prefix: str, q, stop) -> None:
+    """The front's process: the observer and three instance endpoints until ``stop`` is set."""
+    front_main(url, prefix, q, stop, instances=INSTANCES)
 
 
 def _http_list(url: str, path: str) -> tuple[int, float, int]:

@@ -46,7 +46,8 @@ from dataclasses import asdict
 
 from ha.bench import BenchResult
 from ha.bench.scale_cluster import (ARRIVAL_REQUEST, FULL, NODE, NS, QUICK, Sizes,  # noqa: F401
-                                    bound_job as _bound_job, pending_job as _pending_job)
+                                    bound_job as _bound_job, pending_job as _pending_job,
+                                    start_arrival_cluster)
 
 VERBOSE = bool(os.environ.get("HA_BENCH_VERBOSE"))
 GIB = 1024 ** 3
@@ -278,12 +279,8 @@ def measure(sz: Sizes, *, url: str | None = None) -> dict:
 def _measure(url: str, sz: Sizes) -> dict:
     import ray
     from cluster_state.client import ApiClient
-    from ha.runtime.cluster import ClusterConfig, create_cluster_actor
-    from ha.runtime.controller import ControllerConfig
     from ha.runtime.instance import InstanceConfig, create_instance_actor
-    from ha.runtime.kubelet import KubeletConfig
     from ha.runtime.ray_local import start_ray, stop_ray
-    from ha.runtime.workload import WorkloadConfig
     from ha.scheduler.conf import default_conf
 
     prefix = f"bench-scale-{uuid.uuid4().hex[:6]}"
@@ -353,16 +350,7 @@ def _measure(url: str, sz: Sizes) -> dict:
 
         # the living cluster starts, and the window waits until it has listed the 100,000 pods
         # and acted on them once (seconds of its CPU): the window is its steady state
-        wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
-                            runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
-                            duration_s=sz.max_window_s + 360.0, name_prefix="arrival")
-        cluster = create_cluster_actor(
-            ClusterConfig(redis_url=url, prefix=prefix, seed=1, workload=wl,
-                          kubelet=KubeletConfig(tick_s=1.0), controller=ControllerConfig(tick_s=1.0)),
-            name=f"scale-cluster-{uuid.uuid4().hex[:6]}", max_restarts=0)
-        ray.get(cluster.start.remote(), timeout=300)
-        if not ray.get(cluster.wait_world_ready.remote(300.0), timeout=330):
-            raise RuntimeError("the living cluster did not list and act on the pods within 300 s")
+        cluster = start_arrival_cluster(url, prefix, sz, f"scale-cluster-{uuid.uuid4().hex[:6]}")
         # the 1,000 pending tasks become schedulable work; the window's samples are the sessions
         # from here on (the first one that meets them included)
         sampler.poll()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
+__all__ = ["start_arrival_cluster", "Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
            "bound_job", "pending_job"]
 
 NS = "default"
@@ -67,3 +67,26 @@ def pending_job(j: int, sz: Sizes) -> tuple[dict, list[dict]]:
     pods = [pod_object(f"{name}-{k}", NS, job=name, request=PENDING_REQUEST, runtime_ms=60_000)
             for k in range(sz.gang)]
     return pg, pods
+
+
+def start_arrival_cluster(url: str, prefix: str, sz: Sizes, name: str) -> object:
+    """The living cluster of the window (kubelet, job controller, and small gangs arriving at the
+    size's rate, which fit), started as a Ray actor named ``name``; returns once it has listed the
+    pods and acted on them once (its steady state), or raises after 300 s."""
+    import ray
+
+    from ha.runtime.cluster import ClusterConfig, create_cluster_actor
+    from ha.runtime.controller import ControllerConfig
+    from ha.runtime.kubelet import KubeletConfig
+    from ha.runtime.workload import WorkloadConfig
+    wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
+                        runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
+                        duration_s=sz.max_window_s + 360.0, name_prefix="arrival")
+    cluster = create_cluster_actor(
+        ClusterConfig(redis_url=url, prefix=prefix, seed=1, workload=wl,
+                      kubelet=KubeletConfig(tick_s=1.0), controller=ControllerConfig(tick_s=1.0)),
+        name=name, max_restarts=0)
+    ray.get(cluster.start.remote(), timeout=300)
+    if not ray.get(cluster.wait_world_ready.remote(300.0), timeout=330):
+        raise RuntimeError("the living cluster did not list and act on the pods within 300 s")
+    return cluster

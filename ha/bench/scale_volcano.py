@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ha.bench import BenchResult
-from ha.bench.scale_cluster import ARRIVAL_REQUEST, Sizes, pending_job
+from ha.bench.scale_cluster import Sizes, pending_job, start_arrival_cluster
 
 __all__ = ["measure", "result_from", "SessionMeter", "klog_time", "vm_rss", "sync_from_log", "last_life",
            "INSTANCES", "SYNCED_LINE", "ACQUIRED_LINE"]
@@ -164,23 +164,8 @@ class SessionMeter:
 # ------------------------------------------------------------------------------------ the front
 def _front_main(url: str, prefix: str, log_dir: str, q, stop) -> None:
     """The front's process: one endpoint per instance (request logs under ``log_dir``)."""
-    import asyncio
-    import gc
-
-    from kube_api.endpoint import EndpointChaos
-    from kube_api.server import KubeFront
-
-    async def main():
-        front = KubeFront(url, prefix, keep_logs=False, log_dir=log_dir)
-        urls = {}
-        for name in INSTANCES:
-            urls[name] = (await front.add_endpoint(name, chaos=EndpointChaos(name))).url
-        gc.freeze()     # as `ha-testbed serve` does once started: the long-lived heap leaves the GC's walks
-        q.put(urls)
-        while not stop.is_set():
-            await asyncio.sleep(0.2)
-        await front.stop()
-    asyncio.run(main())
+    from ha.bench.kube_api import front_main
+    front_main(url, prefix, q, stop, instances=INSTANCES, observer=False, log_dir=log_dir)
 
 
 def _action_totals(scraper: Any) -> dict[str, tuple[float, float]]:
@@ -241,14 +226,10 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
     import ray
     from cluster_state.client import ApiClient
     from ha.bench.scale import setup
-    from ha.runtime.cluster import ClusterConfig, create_cluster_actor
-    from ha.runtime.controller import ControllerConfig
     from ha.runtime.external.observe.metrics import MetricsScraper, MetricsUnavailable
     from ha.runtime.external.process import ExternalConfig
     from ha.runtime.external.supervisor import create_external_actor
-    from ha.runtime.kubelet import KubeletConfig
     from ha.runtime.ray_local import start_ray, stop_ray
-    from ha.runtime.workload import WorkloadConfig
     from kube_api.server import write_kubeconfig
 
     prefix = f"bench-scale-vc-{uuid.uuid4().hex[:6]}"
@@ -365,16 +346,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
         out["baseline_merged"] = meter.merged
         _note(f"baseline sessions: {len(base)} (first {out['first_session_ms']} ms)")
 
-        wl = WorkloadConfig(rate_per_s=sz.rate_gangs_per_s, arrivals="poisson", gang_size=(1, 4),
-                            runtime_s=(5.0, 20.0), queues=("default",), request=ARRIVAL_REQUEST,
-                            duration_s=sz.max_window_s + 360.0, name_prefix="arrival")
-        cluster = create_cluster_actor(
-            ClusterConfig(redis_url=url, prefix=prefix, seed=1, workload=wl,
-                          kubelet=KubeletConfig(tick_s=1.0), controller=ControllerConfig(tick_s=1.0)),
-            name=f"scale-vc-cluster-{uuid.uuid4().hex[:6]}", max_restarts=0)
-        ray.get(cluster.start.remote(), timeout=300)
-        if not ray.get(cluster.wait_world_ready.remote(300.0), timeout=330):
-            raise RuntimeError("the living cluster did not list and act on the pods within 300 s")
+        cluster = start_arrival_cluster(url, prefix, sz, f"scale-vc-cluster-{uuid.uuid4().hex[:6]}")
         try:
             meter.read(scraper.scrape().get("e2e_scheduling_latency_ms"))
         except MetricsUnavailable:
