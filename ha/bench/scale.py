@@ -47,7 +47,7 @@ from dataclasses import asdict
 from ha.bench import BenchResult
 from ha.bench.scale_cluster import (ARRIVAL_REQUEST, FULL, NODE, NS, QUICK, Sizes,  # noqa: F401
                                     bound_job as _bound_job, pending_job as _pending_job,
-                                    start_arrival_cluster)
+                                    start_arrival_cluster, stop_actors)
 
 VERBOSE = bool(os.environ.get("HA_BENCH_VERBOSE"))
 GIB = 1024 ** 3
@@ -402,20 +402,7 @@ def _measure(url: str, sz: Sizes) -> dict:
     finally:
         if raw is not None and raw.is_alive():
             raw.stop()
-        if cluster is not None:
-            try:
-                ray.get(cluster.stop.remote(), timeout=60)
-            except Exception:  # noqa: BLE001 - tearing down
-                pass
-        stops = [a.stop.remote() for a in actors.values()]
-        if stops:
-            ray.wait(stops, num_returns=len(stops), timeout=60)
-        for a in list(actors.values()) + [idle, cluster]:
-            if a is not None:
-                try:
-                    ray.kill(a, no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
+        stop_actors(cluster, list(actors.values()), [idle])
         if owned:
             stop_ray(handle)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["start_arrival_cluster", "Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
+__all__ = ["start_arrival_cluster", "stop_actors", "Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
            "bound_job", "pending_job"]
 
 NS = "default"
@@ -90,3 +90,24 @@ def start_arrival_cluster(url: str, prefix: str, sz: Sizes, name: str) -> object
     if not ray.get(cluster.wait_world_ready.remote(300.0), timeout=330):
         raise RuntimeError("the living cluster did not list and act on the pods within 300 s")
     return cluster
+
+
+def stop_actors(cluster: object | None, instances: list, others: list) -> None:
+    """Tears a scale run's actors down: the cluster actor stopped first (no more arrivals), then
+    every instance asked to stop together, then all of them killed (an actor that is already gone
+    is no error while tearing down)."""
+    import ray
+    if cluster is not None:
+        try:
+            ray.get(cluster.stop.remote(), timeout=60)
+        except Exception:  # noqa: BLE001 - tearing down
+            pass
+    stops = [a.stop.remote() for a in instances]
+    if stops:
+        ray.wait(stops, num_returns=len(stops), timeout=60)
+    for a in list(instances) + list(others) + [cluster]:
+        if a is not None:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass

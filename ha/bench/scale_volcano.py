@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ha.bench import BenchResult
-from ha.bench.scale_cluster import Sizes, pending_job, start_arrival_cluster
+from ha.bench.scale_cluster import Sizes, pending_job, start_arrival_cluster, stop_actors
 
 __all__ = ["measure", "result_from", "SessionMeter", "klog_time", "vm_rss", "sync_from_log", "last_life",
            "INSTANCES", "SYNCED_LINE", "ACQUIRED_LINE"]
@@ -382,20 +382,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
         out["cluster"] = {k: c1.get(k) for k in ("created_pods", "create_errors", "bound_pods", "pods")}
         return out
     finally:
-        if cluster is not None:
-            try:
-                ray.get(cluster.stop.remote(), timeout=60)
-            except Exception:  # noqa: BLE001 - tearing down
-                pass
-        stops = [a.stop.remote() for a in actors.values()]
-        if stops:
-            ray.wait(stops, num_returns=len(stops), timeout=60)
-        for a in list(actors.values()) + [cluster]:
-            if a is not None:
-                try:
-                    ray.kill(a, no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
+        stop_actors(cluster, list(actors.values()), [])
         if owned and handle is not None:
             stop_ray(handle)
         stop.set()
