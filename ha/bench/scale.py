@@ -36,7 +36,6 @@ nodes / 100,000 pods per controller on one machine.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import sys
 import threading
@@ -46,8 +45,8 @@ from dataclasses import asdict
 
 from ha.bench import BenchResult
 from ha.bench.scale_cluster import (ARRIVAL_REQUEST, FULL, NODE, NS, QUICK, Sizes,  # noqa: F401
-                                    bound_job as _bound_job, pending_job as _pending_job,
-                                    start_arrival_cluster, stop_actors)
+                                    pending_job as _pending_job,
+                                    setup, start_arrival_cluster, stop_actors)
 
 VERBOSE = bool(os.environ.get("HA_BENCH_VERBOSE"))
 GIB = 1024 ** 3
@@ -56,57 +55,6 @@ GIB = 1024 ** 3
 def _note(msg: str) -> None:
     if VERBOSE:
         print(f"scale: {msg}", file=sys.stderr, flush=True)
-
-
-def _create_slice(url: str, prefix: str, sz: Sizes, part: int, parts: int, conn) -> None:
-    """Creator process: nodes, bound jobs and pending pods whose index falls in this part."""
-    from cluster_state.client import ApiClient
-    from ha.experiment.objects import cluster_node
-    api = ApiClient.from_url(url, prefix=prefix)
-    try:
-        for i in range(part, sz.nodes, parts):
-            api.create(cluster_node(f"node-{i + 1}", NODE, {}))
-        for j in range(part, -(-sz.bound // sz.gang), parts):
-            pg, pods = _bound_job(j, sz)
-            api.create(pg)
-            for p in pods:
-                api.create(p)
-        for j in range(part, sz.pending // sz.gang, parts):
-            for p in _pending_job(j, sz)[1]:      # PodGroups later (after the baseline window)
-                api.create(p)
-        conn.send(("ok", None))
-    except Exception as e:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", repr(e)))
-    finally:
-        api.close()
-        conn.close()
-
-
-def setup(url: str, prefix: str, sz: Sizes) -> float:
-    """Create the starting objects (in ``sz.creators`` processes); returns the seconds it took."""
-    from cluster_state.client import ApiClient
-    from ha.experiment.objects import queue
-    api = ApiClient.from_url(url, prefix=prefix)
-    api.create(queue("default"))
-    api.close()
-    t0 = time.perf_counter()
-    ctx = mp.get_context("spawn")
-    procs = []
-    for part in range(sz.creators):
-        parent, child = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_create_slice, args=(url, prefix, sz, part, sz.creators, child),
-                        daemon=True)
-        p.start()
-        procs.append((p, parent))
-    errors = []
-    for p, parent in procs:
-        status, err = parent.recv()
-        p.join(timeout=60)
-        if status != "ok":
-            errors.append(err)
-    if errors:
-        raise RuntimeError(f"creating the starting objects: {errors[0]}")
-    return time.perf_counter() - t0
 
 
 def raw_list_decode(url: str, prefix: str) -> tuple[float, int]:

@@ -1,11 +1,15 @@
 """The cluster ``bench scale`` measures, in one place for its two forms (the living cluster,
 ``scale.py``; the model alone in one process, ``scale_model.py``): its sizes, the node shape, the
-requests and the bound and pending jobs."""
+requests and the bound and pending jobs; creating them (``setup``), the window's arrivals
+(``start_arrival_cluster``) and the teardown (``stop_actors``), shared with the vc-scheduler form
+(``scale_volcano.py``)."""
 from __future__ import annotations
 
+import multiprocessing as mp
+import time
 from dataclasses import dataclass
 
-__all__ = ["start_arrival_cluster", "stop_actors", "Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
+__all__ = ["setup", "start_arrival_cluster", "stop_actors", "Sizes", "FULL", "QUICK", "NS", "NODE", "BOUND_REQUEST", "PENDING_REQUEST", "ARRIVAL_REQUEST",
            "bound_job", "pending_job"]
 
 NS = "default"
@@ -111,3 +115,54 @@ def stop_actors(cluster: object | None, instances: list, others: list) -> None:
                 ray.kill(a, no_restart=True)
             except Exception:  # noqa: BLE001
                 pass
+
+
+def _create_slice(url: str, prefix: str, sz: Sizes, part: int, parts: int, conn) -> None:
+    """Creator process: nodes, bound jobs and pending pods whose index falls in this part."""
+    from cluster_state.client import ApiClient
+    from ha.experiment.objects import cluster_node
+    api = ApiClient.from_url(url, prefix=prefix)
+    try:
+        for i in range(part, sz.nodes, parts):
+            api.create(cluster_node(f"node-{i + 1}", NODE, {}))
+        for j in range(part, -(-sz.bound // sz.gang), parts):
+            pg, pods = bound_job(j, sz)
+            api.create(pg)
+            for p in pods:
+                api.create(p)
+        for j in range(part, sz.pending // sz.gang, parts):
+            for p in pending_job(j, sz)[1]:      # PodGroups later (after the baseline window)
+                api.create(p)
+        conn.send(("ok", None))
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", repr(e)))
+    finally:
+        api.close()
+        conn.close()
+
+
+def setup(url: str, prefix: str, sz: Sizes) -> float:
+    """Create the starting objects (in ``sz.creators`` processes); returns the seconds it took."""
+    from cluster_state.client import ApiClient
+    from ha.experiment.objects import queue
+    api = ApiClient.from_url(url, prefix=prefix)
+    api.create(queue("default"))
+    api.close()
+    t0 = time.perf_counter()
+    ctx = mp.get_context("spawn")
+    procs = []
+    for part in range(sz.creators):
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_create_slice, args=(url, prefix, sz, part, sz.creators, child),
+                        daemon=True)
+        p.start()
+        procs.append((p, parent))
+    errors = []
+    for p, parent in procs:
+        status, err = parent.recv()
+        p.join(timeout=60)
+        if status != "ok":
+            errors.append(err)
+    if errors:
+        raise RuntimeError(f"creating the starting objects: {errors[0]}")
+    return time.perf_counter() - t0

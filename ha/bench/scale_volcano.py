@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ha.bench import BenchResult
-from ha.bench.scale_cluster import Sizes, pending_job, start_arrival_cluster, stop_actors
+from ha.bench.scale_cluster import Sizes, pending_job, setup, start_arrival_cluster, stop_actors
 
 __all__ = ["measure", "result_from", "SessionMeter", "klog_time", "vm_rss", "sync_from_log", "last_life",
            "INSTANCES", "SYNCED_LINE", "ACQUIRED_LINE"]
@@ -225,7 +225,6 @@ def _conf_yaml(sz: Sizes) -> str:
 def _measure(url: str, sz: Sizes, binary: Any) -> dict:
     import ray
     from cluster_state.client import ApiClient
-    from ha.bench.scale import setup
     from ha.runtime.external.observe.metrics import MetricsScraper, MetricsUnavailable
     from ha.runtime.external.process import ExternalConfig
     from ha.runtime.external.supervisor import create_external_actor
