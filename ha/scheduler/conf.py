@@ -44,7 +44,7 @@ def known_plugins() -> tuple[str, ...]:
 
 
 # preempt's and reclaim's gang-aware switch (an action argument); a plugin's arguments may carry it
-# too, as ``preempt.gangAwareEnable`` (seed 001's configuration puts it there)
+# too, as ``preempt.gangAwareEnable`` (gang-aware experiments put it there)
 GANG_AWARE_KEY = "gangAwareEnable"
 
 # Python attribute name -> (Go field name of conf.PluginOption, its yaml tag, other spellings).

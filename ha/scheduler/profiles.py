@@ -124,7 +124,7 @@ _PR5045 = replace(_SEED000, fastpath_unpipeline=False, overflow_unpipeline=True)
 
 PROFILES: dict[str, Switches] = {
     "v1.14": Switches(),
-    # the PR's design document (seed 000) exactly as written
+    # the proposal as designed: every switch the design describes, none it leaves out
     "seed000": _SEED000,
     # the PR as coded at 2053c7114: seed 000 without its Problem-2 fast-path un-pipeline, plus the
     # overflow pre-pass; like seed 000, no self-exclusion (S1)

@@ -1,4 +1,4 @@
-"""The scheduling session (``framework/session.go``, ``session_plugins.go``, ``framework.go``).
+"""The scheduling session: open, the plugins' registered functions, close (Volcano's framework package).
 
 A session is a snapshot of the cache plus the functions the plugins registered for it. Actions
 work on the snapshot; only ``Statement.commit`` (and the few direct ``Session`` operations that
@@ -254,7 +254,7 @@ class Session:
         self.gang_victim_selector_fns: dict[str, Callable] = {}
 
     # ---------------------------------------------------------------------------------------------
-    # registration (session_plugins.go)
+    # registration: the functions plugins add to the session
     # ---------------------------------------------------------------------------------------------
     def add_job_order_fn(self, name: str, fn: Callable) -> None:
         self._register(self.job_order_fns, name, fn)
@@ -505,7 +505,7 @@ class Session:
     # ---------------------------------------------------------------------------------------------
     def _evictable(self, tiers: list[list[tuple[PluginOption, Callable]]], flag: str, evictor: Any,
                    evictees: list[Any]) -> list[Any] | None:
-        """Shared rule of Reclaimable / Preemptable (session_plugins.go:212-308):
+        """Shared rule of Reclaimable / Preemptable, as Volcano's session applies it:
         per tier, intersect the candidate sets of the voting plugins; an empty set resets to nil
         and ends the tier; an empty intersection is nil too, so the next plugin's set is taken as
         is; the first tier that ends non-nil decides."""
