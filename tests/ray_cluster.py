@@ -108,3 +108,15 @@ def wait_nodes(address: str, n: int, env: dict[str, str], timeout: float = 90.0)
             return
         time.sleep(1.0)
     raise AssertionError(f"the Ray cluster did not reach {n} nodes: {last}")
+
+
+def restore_cluster_env(saved_flag: bool, saved_env: dict[str, str | None]) -> None:
+    """Undo what a multi-node test set: Ray's cluster flag and the environment variables it saved
+    (a variable that was unset is removed again)."""
+    from ray._private import ray_constants
+    ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+    for k, v in saved_env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

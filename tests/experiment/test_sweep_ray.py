@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from ha.runtime.ray_local import LOOPBACK_ENV
-from tests.ray_cluster import ROOT, RayNode, free_port, node_args, wait_nodes
+from tests.ray_cluster import ROOT, RayNode, free_port, node_args, restore_cluster_env, wait_nodes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sweep" / "tiny.yaml"
 
@@ -60,12 +60,7 @@ def test_sim_sweep_over_a_two_node_ray_cluster(tmp_path):
             ray.shutdown()
         for nd in reversed(nodes):
             nd.stop()
-        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_cluster_env(saved_flag, saved_env)
         shutil.rmtree(head_dir, ignore_errors=True)
         shutil.rmtree(worker_dir, ignore_errors=True)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ha.runtime.ray_local import LOOPBACK_ENV
-from tests.ray_cluster import ROOT, RayNode, free_port, node_args, wait_nodes
+from tests.ray_cluster import ROOT, RayNode, free_port, node_args, restore_cluster_env, wait_nodes
 
 
 @pytest.mark.ray
@@ -50,12 +50,7 @@ def test_hunt_over_a_ray_cluster_ships_every_folder_back(tmp_path):
             ray.shutdown()
         if node is not None:
             node.stop()
-        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_cluster_env(saved_flag, saved_env)
         shutil.rmtree(head_dir, ignore_errors=True)
     assert doc["runs"] == 2 and not doc["crashed"], doc
     over = [s for s in doc["signatures"] if s["oracle"] == "overcommit"]
