@@ -382,9 +382,7 @@ class Incarnation:
         if res.fatal:
             st.fatal(f"session: {res.fatal}")
         elif res.panic:
-            st.panics += 1
-            st.errors += 1
-            st.last_error = f"panic: {res.panic}"
+            st.panic(f"session: {res.panic}")
         else:
             cache.process_resync_task()
             cache.process_cleanup_job()

@@ -237,7 +237,8 @@ class SchedulerInstance:
         # incarnation is handed (the instance's counters below are read from it)
         self.state = InstanceState(
             cfg=config, env=self.env, rng=self.rng, gc_tuning=self.gc_tuning, chaos=self.chaos,
-            decisions_log=self.decisions_log, fatal=self.fatal, restart_soon=self.restart_soon,
+            decisions_log=self.decisions_log, fatal=self.fatal, panic=self.panic,
+            restart_soon=self.restart_soon,
             on_first_bind=self._on_bind, new_scheduler_conf=self.new_scheduler_conf,
             open_delivery_log=self._open_delivery_log)
         self._log_dir: str | None = None
@@ -435,15 +436,29 @@ class SchedulerInstance:
         self.fatal_cache_errors += 1
         self.last_error = f"fatal: {msg}"
         log.error("%s: fatal cache error: %s", self.cfg.name, msg)
+        self._exit_and_restart("fatal cache error")
+
+    def panic(self, msg: str) -> None:
+        """A session's assertion panic (``ResourceUnderflow``): Volcano's ``runOnce`` runs under
+        ``wait.Until``, whose ``runtime.HandleCrash`` re-panics, so the process exits as on a fatal
+        error; counted apart from fatal cache errors, then the same restart."""
+        self.panics += 1
+        self.errors += 1
+        self.last_error = f"panic: {msg}"
+        log.error("%s: session panic: %s", self.cfg.name, msg)
+        self._exit_and_restart("session panic")
+
+    def _exit_and_restart(self, reason: str) -> None:
+        """The process exits and comes back: a restart from the loop, whichever thread asks."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         loop = self._loop
         if running is not None:
-            self.restart_soon("fatal cache error")
+            self.restart_soon(reason)
         elif loop is not None and not loop.is_closed():   # from the session worker's thread
-            loop.call_soon_threadsafe(self.restart_soon, "fatal cache error")
+            loop.call_soon_threadsafe(self.restart_soon, reason)
 
     _fatal = fatal
 

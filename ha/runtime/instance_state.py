@@ -4,7 +4,7 @@ A :class:`ha.runtime.incarnation.Incarnation` (one life: cache, informers, worke
 handed an :class:`InstanceState` instead of its owner: the configuration and environment, the
 API clients and the chaos port, the decision log, the counters a life adds to (sessions, errors,
 leader transitions, the last session's figures) and the few things a life asks of its instance
-(``fatal``, ``restart_soon``, ``on_first_bind``, a fresh scheduler configuration, a delivery log).
+(``fatal``, ``panic``, ``restart_soon``, ``on_first_bind``, a fresh scheduler configuration, a delivery log).
 The instance (``ha.runtime.instance.SchedulerInstance``) owns the state and reads its counters
 from it; neither module imports the other's class, so the two have no import cycle.
 """
@@ -41,6 +41,7 @@ class InstanceState:
 
     # what a life asks of its instance
     fatal: Callable[[str], None] = _unset
+    panic: Callable[[str], None] = _unset
     restart_soon: Callable[[str], None] = _unset
     on_first_bind: Callable[[], None] = _unset
     new_scheduler_conf: Callable[[], Any] = _unset

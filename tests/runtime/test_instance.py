@@ -212,6 +212,35 @@ async def test_fatal_cache_error_restarts_with_a_fresh_list(api, redis_url, key_
         await a.stop()
 
 
+async def test_session_panic_exits_and_restarts_like_a_fatal_error(api, redis_url, key_prefix):
+    """vc-scheduler's runOnce runs under wait.Until, whose HandleCrash re-panics: an assertion
+    panic in a session (ResourceUnderflow) ends the process. The instance restarts with a fresh
+    list, counts the panic apart from fatal cache errors, and schedules again afterwards."""
+    from ha.scheduler.api import ResourceUnderflow
+    create_jobs(api, n_jobs=1)
+    a = SchedulerInstance(instance_config("scheduler-1", redis_url, key_prefix, mode="active-active"))
+    await a.start()
+    try:
+        assert await wait_for(lambda: all(bound_nodes(api).values()))
+        old_cache = a.cache
+        calls = []
+
+        def underflow(ssn):
+            calls.append(ssn)
+            if len(calls) == 1:
+                raise ResourceUnderflow("resource is not sufficient to do operation: <cpu 1> sub <cpu 2>")
+        a.session_hook = underflow      # the next periodic session panics
+        assert await wait_for(lambda: a.restarts == 1 and a.cache is not old_cache and a._synced())
+        s = await a.stats()
+        assert s["panics"] == 1 and s["fatal_cache_errors"] == 0 and s["incarnation"] == 1
+        assert "panic" in (a.last_error or "")
+        create_jobs(api, n_jobs=1, prefix="after")     # the new life schedules
+        assert await wait_for(lambda: all(bound_nodes(api).values()))
+        assert len(calls) >= 2 and a.restarts == 1
+    finally:
+        await a.stop()
+
+
 async def test_leader_crash_keeps_the_lease_until_it_expires(api, redis_url, key_prefix):
     """A fatal cache error is Volcano's klog.Fatalf: the process exits and releases nothing. The
     in-process restart that models it must not hand the lease back: the next term (another
