@@ -8,9 +8,12 @@ One run per profile (an anecdote: one seed), a column per folder headed by its p
 A sweep folder (``ha-testbed sweep ... --profiles ...``): per row and profile the mean over the
 seeds with its 95% bootstrap interval, and the difference of each profile to the first, paired by
 seed, with its interval ("no difference detected" when it holds 0); ``--live SWEEP`` adds, beside
-the headline rows, the same numbers from a live-engine sweep:
+the headline rows, the same numbers from a live-engine sweep, and ``--real SWEEP`` (repeatable) the
+real vc-scheduler cells of a sweep run with ``schedulers.implementation=volcano``, a column per
+(profile, build) with its build named:
 
-    .venv/bin/python examples/seed000_table.py --sweep results/s000-sim [--live results/s000-live]
+    .venv/bin/python examples/seed000_table.py --sweep results/s000-sim [--live results/s000-live] \
+        [--real results/s000-real --real results/s000-pr5045-real]
 
 Reads each run's metrics.json, timeseries.csv and decisions.jsonl; prints a markdown table and,
 with --json, the numbers.
@@ -152,6 +155,27 @@ def sweep_runs(folder: Path) -> dict[str, dict[int, dict]]:
     return out
 
 
+def real_runs(folder: Path) -> dict[str, dict[int, dict]]:
+    """{"<build> (<profile>)": {seed: measure(cell)}} of a sweep folder's finished cells that ran
+    real vc-scheduler instances (metrics.json ``scheduler.implementation`` = volcano), whatever
+    else their ``--set`` names (standby mode, the build's source)."""
+    from ha.experiment.sweep import cell_done
+    out: dict[str, dict[int, dict]] = {}
+    for cell in sorted((folder / "cells").glob("*/*/seed-*")):
+        if not cell_done(cell):
+            continue
+        m = json.loads((cell / "metrics.json").read_text(encoding="utf-8"))
+        sch = m.get("scheduler") or {}
+        if sch.get("implementation") != "volcano":
+            continue
+        build = str(sch.get("version") or "?")
+        if build.startswith("source:"):
+            build = "checkout " + build.split(":", 1)[1]
+        label = f"{build} beside {cell.parent.parent.name}"
+        out.setdefault(label, {})[int(cell.name.split("-", 1)[1])] = measure(cell)
+    return out
+
+
 def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -161,7 +185,8 @@ def _fmt(v: float) -> str:
 
 
 def sweep_table(runs: dict[str, dict[int, dict]], live: dict[str, dict[int, dict]] | None = None,
-                seed: int = 0, diff: list[str] | None = None) -> tuple[str, dict]:
+                seed: int = 0, diff: list[str] | None = None,
+                real: dict[str, dict[int, dict]] | None = None) -> tuple[str, dict]:
     """The markdown table and its numbers (per key and profile: describe(); per other profile:
     the paired difference to the first)."""
     from ha.experiment.stats import NO_DIFFERENCE, describe, paired_difference
@@ -173,6 +198,8 @@ def sweep_table(runs: dict[str, dict[int, dict]], live: dict[str, dict[int, dict
     head += [f"{p} − {base}, paired" for p in others]
     if live:
         head += [f"live {p} (n={len(live[p])})" for p in live]
+    if real:
+        head += [f"real {p} (n={len(real[p])})" for p in real]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def cells_of(src, key, tag):
@@ -202,6 +229,12 @@ def sweep_table(runs: dict[str, dict[int, dict]], live: dict[str, dict[int, dict
                 row += lrow
             else:
                 row += [""] * len(live)
+        if real:
+            if key in HEADLINE or key == "leader_pipelined_max":
+                rrow, _ = cells_of(real, key, "real")
+                row += rrow
+            else:
+                row += [""] * len(real)
         lines.append(f"| {what} | {metric} | " + " | ".join(row) + " |")
     return "\n".join(lines), numbers
 
@@ -211,12 +244,17 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--sweep", help="a sweep folder: means with 95%% intervals and paired differences")
     ap.add_argument("--live", help="with --sweep: a live-engine sweep folder for the headline rows")
+    ap.add_argument("--real", action="append", default=[],
+                    help="with --sweep: a sweep folder with real vc-scheduler cells (repeatable)")
     ap.add_argument("--diff", help="with --sweep: only these profiles' differences to the first (comma-separated)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.sweep:
+        real: dict[str, dict[int, dict]] = {}
+        for folder in a.real:
+            real.update(real_runs(Path(folder)))
         table, numbers = sweep_table(sweep_runs(Path(a.sweep)), sweep_runs(Path(a.live)) if a.live else None,
-                                     diff=a.diff.split(",") if a.diff else None)
+                                     diff=a.diff.split(",") if a.diff else None, real=real or None)
         print(json.dumps(numbers, indent=1, default=str) if a.json else table)
         return 0
     if not a.dirs:

@@ -60,6 +60,35 @@ def test_sweep_table_means_and_paired_differences(sweep):
         assert (cells[-1] != "") == (key in mod.HEADLINE), line
 
 
+def test_real_columns_come_from_the_real_cells_of_a_sweep(sweep, tmp_path):
+    """--real: a column per (build, profile) from the cells whose metrics.json says they ran
+    vc-scheduler; model cells of the same folder are not taken; only headline rows are filled."""
+    mod = _script()
+    real = tmp_path / "real"
+    shutil.copytree(sweep, real)
+    src = real / "cells" / "v1.14" / "base"
+    dst = real / "cells" / "v1.14" / "schedulers.implementation=volcano+schedulers.standby=cold"
+    src.rename(dst)
+    for s in (1, 2, 3):
+        p = dst / f"seed-{s}" / "metrics.json"
+        doc = json.loads(p.read_text())
+        doc["scheduler"] = {"implementation": "volcano", "version": "v1.14.1"}
+        p.write_text(json.dumps(doc))
+    src_pr = real / "cells" / "pr5045-fixed" / "base" / "seed-1" / "metrics.json"   # a model cell
+    got = mod.real_runs(real)
+    assert list(got) == ["v1.14.1 beside v1.14"] and sorted(got["v1.14.1 beside v1.14"]) == [1, 2, 3]
+    assert src_pr.exists()
+    runs = mod.sweep_runs(sweep)
+    table, numbers = mod.sweep_table(runs, diff=[], real=got)
+    want = [_summary(sweep, "v1.14", s)["cache_divergence"]["max"] for s in (1, 2, 3)]
+    assert numbers["real"]["cache_divergence_max"]["v1.14.1 beside v1.14"]["mean"] == pytest.approx(sum(want) / 3)
+    lines = table.splitlines()
+    assert lines[0].rstrip().endswith("| real v1.14.1 beside v1.14 (n=3) |")
+    for line, (_, _, key) in zip(lines[2:], mod.SWEEP_ROWS):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert (cells[-1] != "") == (key in mod.HEADLINE or key == "leader_pipelined_max"), line
+
+
 def _set_headline(cell: Path, metric: str, value) -> None:
     p = cell / "metrics.json"
     doc = json.loads(p.read_text())
