@@ -314,7 +314,7 @@ class ExternalScheduler:
         last = self.ends[-1] if self.ends else None
         return {**self._observed_stats, "name": self.cfg.name, "implementation": "volcano", "version": self.cfg.version,
                 "pid": h.pid if h else None, "running": self.running(), "is_leader": leading,
-                "synced": life is not None and life.acquired_at is not None,
+                "synced": self._holds_cache(),
                 "incarnation": self.incarnation, "restarts": len(self.ends),
                 "leader_transitions": self.leader_transitions,
                 "identity": h.identity if h else None, "identities": dict(self.identities),
@@ -326,18 +326,40 @@ class ExternalScheduler:
                 "started_at": self.started_at, "generation": self.generation,
                 "log_path": self.cfg.log_path}
 
-    def _digest(self, leading: bool) -> dict:
+    def _holds_cache(self) -> bool:
+        """Whether the current life can hold a cache: it is running and has won the Lease. A life
+        that has ended (a panic, a fatal, a kill of the process) holds none until the next one
+        leads: during ``restart_delay_s`` ``self.life`` is still the ended one."""
         life = self.life
+        return life is not None and life.acquired_at is not None and self.running()
+
+    def _digest(self, leading: bool) -> dict:
         return {"name": self.cfg.name, "is_leader": leading, "incarnation": self.incarnation,
-                "synced": life is not None and life.acquired_at is not None, "t": time.time(),
-                "implementation": "volcano"}
+                "synced": self._holds_cache(), "t": time.time(), "implementation": "volcano"}
+
+    def _no_cache_reason(self) -> str:
+        """Why the digest of a tick without a sample holds no cache (``unobserved["cache"]``)."""
+        life = self.life
+        if life is None:
+            return "vc-scheduler not started"
+        end = life.ended
+        if end is not None or life.proc.poll() is not None:
+            why = end.reason if end is not None else f"exit {life.proc.poll()}"
+            return (f"vc-scheduler (pid {life.handle.pid}) exited ({why[:200]}); the next life starts "
+                    f"after {self.cfg.restart_delay_s:g}s and holds no cache until it leads")
+        return "cold standby: vc-scheduler holds no cache until it leads"
 
     async def observe(self, decisions_since: int = 0) -> dict:
         stats = await self.stats()
         digest = self._digest(stats["is_leader"])
         out: dict[str, Any] = {"digest": digest, "stats": stats, "decisions": [], "staleness_ms": [],
                                "incarnation": self.incarnation, "generation": self.generation}
-        if self.life is not None and self.running():
+        if not (self.life is not None and self.running()):
+            # no process to sample: the tick records no cache (never an empty one as synced, which
+            # the checkers would count as every task of the cluster missing from it)
+            digest["synced"] = False
+            digest["unobserved"] = {"cache": self._no_cache_reason()}
+        else:
             # a broken observation module is a loud error, never a run recorded without samples
             from ha.runtime.external import observe as observation
             try:
@@ -345,6 +367,8 @@ class ExternalScheduler:
             except Exception as e:  # noqa: BLE001 — a failed sample is a gap, not a crash
                 stats["observe_error"] = str(e)[:300]
                 got = {}
+                digest["synced"] = False
+                digest["unobserved"] = {"cache": f"observation failed: {str(e)[:200]}"}
             for k, v in (got or {}).items():
                 if k == "digest":
                     digest.update(v or {})

@@ -1,0 +1,99 @@
+"""The supervisor of a real scheduler between a life's exit and the next life's start.
+
+vc-scheduler exits on a panic or a fatal (``klog.Fatalf``); the supervisor starts the next life
+``restart_delay_s`` later, as the kubelet restarts a container. In that window there is no process
+and so no cache: a tick must record the instance as not synced, with the reason, never as a synced
+instance with an empty cache -- the checkers would count every task of the cluster as missing from
+it (cache_divergence, resource_drift).
+
+The scheduler here is a stand-in process (a Python script given as the binary): it answers SIGUSR1
+with a snapshot file in vc-scheduler's format (six JSON values, one per line, into
+``--cache-dump-dir``) and, once told to, prints a panic line and exits 2 as a Go panic does.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+import time
+
+from ha.runtime.external.observe.cache_dump import catches_sigusr1
+from ha.runtime.external.process import ExternalConfig
+from ha.runtime.external.supervisor import ExternalScheduler
+
+_STAND_IN = textwrap.dedent('''\
+    #!{python}
+    """vc-scheduler's dumper and its panic, and nothing else."""
+    import json, os, signal, sys, time
+    args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+    dump_dir, die = args["cache-dump-dir"], args["die-file"]
+    task = {{"UID": "uid-1", "Status": 32, "NodeName": "node-1",
+             "Pod": {{"metadata": {{"name": "job-1-0", "namespace": "default", "resourceVersion": "7"}}}}}}
+    node = {{"Name": "node-1", "Idle": {{"MilliCPU": 6000, "Memory": 1024}}, "Used": {{"MilliCPU": 2000}},
+             "Tasks": {{"default/job-1-0": task}}}}
+    job = {{"UID": "default/job-1", "PodGroup": {{"metadata": {{"resourceVersion": "5"}}}},
+            "Tasks": {{"uid-1": task}}}}
+    def dump(*_):
+        path = os.path.join(dump_dir, "snapshot-%d.json" % int(time.time()))
+        with open(path, "w") as f:
+            for v in ({{"node-1": node}}, {{}}, {{}}, {{}}, {{}}, {{"default/job-1": job}}):
+                f.write(json.dumps(v) + "\\n")
+    signal.signal(signal.SIGUSR1, dump)
+    print("I0101 00:00:00.000000 1 leaderelection.go:1] stand-in started", flush=True)
+    while not os.path.exists(die):
+        time.sleep(0.02)
+    print("panic: resource is not sufficient to do operation [recovered, repanicked]", flush=True)
+    sys.exit(2)
+''')
+
+
+def _config(tmp_path, die) -> ExternalConfig:
+    binary = tmp_path / "vc-scheduler"
+    binary.write_text(_STAND_IN.format(python=sys.executable))
+    binary.chmod(0o755)
+    return ExternalConfig(
+        name="scheduler-1", binary=str(binary), version="stand-in", endpoint_url="http://127.0.0.1:1",
+        kubeconfig=str(tmp_path / "kubeconfig"), workdir=str(tmp_path / "work"),
+        log_path=str(tmp_path / "scheduler-1.log"), request_log=str(tmp_path / "requests.jsonl"),
+        delivery_log=str(tmp_path / "delivery.log"), scheduler_conf_yaml="actions: allocate\n",
+        leader_elect=False,              # schedules (and holds a cache) from its start
+        restart_delay_s=30.0,            # a window far longer than the test: no next life in it
+        extra_args=(f"--die-file={die}",), tmp_root=str(tmp_path / "tmp"))
+
+
+async def _until(pred, timeout=15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+def test_no_cache_is_recorded_between_an_exit_and_the_next_life(tmp_path):
+    die = tmp_path / "die"
+    sup = ExternalScheduler(_config(tmp_path, die))
+
+    async def run():
+        await sup.start()
+        try:
+            await _until(lambda: catches_sigusr1(sup.life.handle.pid) is True)
+            alive = await sup.observe()
+            die.write_text("now")
+            await _until(lambda: sup.ends)           # the watcher saw the exit: the window opens
+            dead = await sup.observe()
+            stats = await sup.stats()
+            return alive, dead, stats
+        finally:
+            await sup.stop()
+
+    alive, dead, stats = asyncio.run(run())
+    # while it runs, the cache is its dump's
+    assert alive["digest"]["synced"] is True
+    assert alive["digest"]["tasks"] == {"uid-1": ["Running", "node-1"]}
+    assert "cache" not in alive["digest"]["unobserved"]
+    # between the exit and the next life: no cache, and why -- not an empty cache counted as synced
+    d = dead["digest"]
+    assert sup.life.ended is not None and sup.life.handle.life == 0     # still the ended life
+    assert d["synced"] is False
+    assert not d.get("tasks") and not d.get("nodes")
+    assert "exited" in d["unobserved"]["cache"] and "panic: resource is not sufficient" in d["unobserved"]["cache"]
+    assert stats["synced"] is False and stats["restarts"] == 1
