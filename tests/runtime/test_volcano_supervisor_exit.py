@@ -17,9 +17,13 @@ import sys
 import textwrap
 import time
 
+from ha.experiment.checkers import registry
+from ha.experiment.recorder import Observation, Recorder
 from ha.runtime.external.observe.cache_dump import catches_sigusr1
 from ha.runtime.external.process import ExternalConfig
 from ha.runtime.external.supervisor import ExternalScheduler
+from tests.experiment.histories import Api, History, HistoryWriter, header, node, pg, pod, queue
+from tests.runtime.test_volcano_observe_history import _SyncApi
 
 _STAND_IN = textwrap.dedent('''\
     #!{python}
@@ -27,16 +31,16 @@ _STAND_IN = textwrap.dedent('''\
     import json, os, signal, sys, time
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
     dump_dir, die = args["cache-dump-dir"], args["die-file"]
-    task = {{"UID": "uid-1", "Status": 32, "NodeName": "node-1",
-             "Pod": {{"metadata": {{"name": "job-1-0", "namespace": "default", "resourceVersion": "7"}}}}}}
-    node = {{"Name": "node-1", "Idle": {{"MilliCPU": 6000, "Memory": 1024}}, "Used": {{"MilliCPU": 2000}},
-             "Tasks": {{"default/job-1-0": task}}}}
-    job = {{"UID": "default/job-1", "PodGroup": {{"metadata": {{"resourceVersion": "5"}}}},
+    task = {{"UID": "u-p1", "Status": 32, "NodeName": "n1",
+             "Pod": {{"metadata": {{"name": "p1", "namespace": "default", "resourceVersion": "7"}}}}}}
+    node = {{"Name": "n1", "Idle": {{"MilliCPU": 3000, "Memory": 8589934592}}, "Used": {{"MilliCPU": 1000}},
+             "Tasks": {{"default/p1": task}}}}
+    job = {{"UID": "default/g", "PodGroup": {{"metadata": {{"resourceVersion": "5"}}}},
             "Tasks": {{"uid-1": task}}}}
     def dump(*_):
         path = os.path.join(dump_dir, "snapshot-%d.json" % int(time.time()))
         with open(path, "w") as f:
-            for v in ({{"node-1": node}}, {{}}, {{}}, {{}}, {{}}, {{"default/job-1": job}}):
+            for v in ({{"n1": node}}, {{}}, {{}}, {{}}, {{}}, {{"default/g": job}}):
                 f.write(json.dumps(v) + "\\n")
     signal.signal(signal.SIGUSR1, dump)
     print("I0101 00:00:00.000000 1 leaderelection.go:1] stand-in started", flush=True)
@@ -88,7 +92,7 @@ def test_no_cache_is_recorded_between_an_exit_and_the_next_life(tmp_path):
     alive, dead, stats = asyncio.run(run())
     # while it runs, the cache is its dump's
     assert alive["digest"]["synced"] is True
-    assert alive["digest"]["tasks"] == {"uid-1": ["Running", "node-1"]}
+    assert alive["digest"]["tasks"] == {"u-p1": ["Running", "n1"]}
     assert "cache" not in alive["digest"]["unobserved"]
     # between the exit and the next life: no cache, and why -- not an empty cache counted as synced
     d = dead["digest"]
@@ -97,3 +101,20 @@ def test_no_cache_is_recorded_between_an_exit_and_the_next_life(tmp_path):
     assert not d.get("tasks") and not d.get("nodes")
     assert "exited" in d["unobserved"]["cache"] and "panic: resource is not sufficient" in d["unobserved"]["cache"]
     assert stats["synced"] is False and stats["restarts"] == 1
+
+    # through the recorder into a history: the truth has p1 Running on n1, as the dump said; the
+    # tick after the exit is left out of cache_divergence with its reason, not counted as p1 missing
+    api = Api()
+    api.create(queue(), node("n1"), pg("g", 1), pod("p1", group="g"))
+    api.bind("default/p1", "n1")
+    sync = _SyncApi(api)
+    out = tmp_path / "history-out"
+    with HistoryWriter(out, header(instances=("scheduler-1",))) as w:
+        rec = Recorder(w, sync, t0_wall=0.0)
+        rv = sync.current_resource_version()
+        for i, obs in enumerate((alive, dead)):
+            rec.tick(float(i), rv, [Observation("scheduler-1", 0, True, obs)], rv)
+    cd = registry()["cache_divergence"].check(History(out))
+    assert cd["max"] == 0
+    assert cd["unobserved"]["scheduler-1"]["ticks"] == 1
+    assert "exited" in cd["unobserved"]["scheduler-1"]["reason"]
