@@ -20,6 +20,13 @@ def _codes(err: FitError) -> list:
     return [s.code for s in err.status]
 
 
+def _pre(ssn, name):
+    """The task, its PrePredicate run in this session (as every action does before predicating)."""
+    t = task(ssn, name)
+    assert ssn.pre_predicate_fn(t) is None
+    return t
+
+
 # ----------------------------------------------------------------------------- predicates
 
 def test_pod_count_counts_pipelined_and_releasing_tasks():
@@ -27,7 +34,7 @@ def test_pod_count_counts_pipelined_and_releasing_tasks():
     pods = [pod("run", node="n1", phase="Running"), pod("pipe", node="n1"), pod("want"),
             pod("rel", node="n2", phase="Running", deleting=True), pod("run2", node="n2", phase="Running")]
     ssn = _pred_session(nodes, pods, statuses={"pipe": TaskStatus.PIPELINED})
-    want = task(ssn, "want")
+    want = _pre(ssn, "want")
     err = ssn.predicate_fn(want, ssn.nodes["n1"])      # 2 pods (Running + Pipelined) >= 2
     assert isinstance(err, FitError)
     assert err.reasons() == [NODE_POD_NUMBER_EXCEEDED]
@@ -38,6 +45,7 @@ def test_pod_count_counts_pipelined_and_releasing_tasks():
     other = pod("other")
     from ha.scheduler.api import TaskInfo
     t2 = TaskInfo(other)
+    assert ssn.pre_predicate_fn(t2) is None
     assert ssn.predicate_fn(t2, ssn.nodes["n2"]) is not None
 
 
@@ -45,10 +53,10 @@ def test_pod_count_is_freed_by_an_in_session_eviction():
     nodes = [node("n1", pods=1)]
     pods = [pod("victim", node="n1", phase="Running"), pod("want")]
     ssn = _pred_session(nodes, pods)
-    want = task(ssn, "want")
+    want = _pre(ssn, "want")
     assert ssn.predicate_fn(want, ssn.nodes["n1"]) is not None
-    ssn.statement().evict(task(ssn, "victim"), "preempt")  # still on the Volcano node as Releasing
-    assert task(ssn, "victim").status == TaskStatus.RELEASING
+    ssn.statement().evict(_pre(ssn, "victim"), "preempt")  # still on the Volcano node as Releasing
+    assert _pre(ssn, "victim").status == TaskStatus.RELEASING
     assert ssn.predicate_fn(want, ssn.nodes["n1"]) is None
 
 
@@ -56,7 +64,7 @@ def test_node_without_pods_allocatable_fits_nothing():
     n = node("n1")
     del n["status"]["allocatable"]["pods"]
     ssn = _pred_session([n], [pod("want")])
-    err = ssn.predicate_fn(task(ssn, "want"), ssn.nodes["n1"])
+    err = ssn.predicate_fn(_pre(ssn, "want"), ssn.nodes["n1"])
     assert err is not None and NODE_POD_NUMBER_EXCEEDED in err.reasons()
 
 
@@ -70,18 +78,18 @@ def test_node_selector_and_required_affinity():
                                                              "values": ["worker"]}]}]}}}})]
     ssn = _pred_session(nodes, pods)
     w, m = ssn.nodes["worker"], ssn.nodes["master"]
-    assert ssn.predicate_fn(task(ssn, "sel"), w) is None
-    err = ssn.predicate_fn(task(ssn, "sel"), m)
+    assert ssn.predicate_fn(_pre(ssn, "sel"), w) is None
+    err = ssn.predicate_fn(_pre(ssn, "sel"), m)
     assert err.reasons() == [predicates.ERR_REASON_AFFINITY]
     assert _codes(err) == [StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE]
-    assert ssn.predicate_fn(task(ssn, "aff"), w) is None
-    assert ssn.predicate_fn(task(ssn, "aff"), m) is not None
-    assert ssn.predicate_fn(task(ssn, "notin"), w) is not None
-    assert ssn.predicate_fn(task(ssn, "notin"), m) is None
+    assert ssn.predicate_fn(_pre(ssn, "aff"), w) is None
+    assert ssn.predicate_fn(_pre(ssn, "aff"), m) is not None
+    assert ssn.predicate_fn(_pre(ssn, "notin"), w) is not None
+    assert ssn.predicate_fn(_pre(ssn, "notin"), m) is None
     # the sub-predicate can be switched off by argument, as in Volcano
     off = _pred_session(nodes, [pod("sel", node_selector={"role": "worker"})],
                         arguments={"predicate.NodeAffinityEnable": False})
-    assert off.predicate_fn(task(off, "sel"), off.nodes["master"]) is None
+    assert off.predicate_fn(_pre(off, "sel"), off.nodes["master"]) is None
 
 
 def test_unschedulable_node_and_taints():
@@ -93,7 +101,7 @@ def test_unschedulable_node_and_taints():
                                      "effect": "NoSchedule"},
                                     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])]
     ssn = _pred_session(nodes, pods)
-    plain, tol = task(ssn, "plain"), task(ssn, "tol")
+    plain, tol = _pre(ssn, "plain"), _pre(ssn, "tol")
     err = ssn.predicate_fn(plain, ssn.nodes["cordoned"])
     assert err.reasons() == [predicates.ERR_REASON_UNSCHEDULABLE]
     err = ssn.predicate_fn(plain, ssn.nodes["tainted"])
@@ -109,14 +117,14 @@ def test_host_port_conflict():
     pods = [pod("web", node="n1", phase="Running", host_ports=[8080]), pod("web2", host_ports=[8080]),
             pod("other", host_ports=[9090])]
     ssn = _pred_session(nodes, pods)
-    err = ssn.predicate_fn(task(ssn, "web2"), ssn.nodes["n1"])
+    err = ssn.predicate_fn(_pre(ssn, "web2"), ssn.nodes["n1"])
     assert err.reasons() == [predicates.ERR_REASON_PORTS] and _codes(err) == [StatusCode.UNSCHEDULABLE]
-    assert ssn.predicate_fn(task(ssn, "other"), ssn.nodes["n1"]) is None
+    assert ssn.predicate_fn(_pre(ssn, "other"), ssn.nodes["n1"]) is None
 
 
 def test_pre_predicate_passes_and_no_resource_check():
     ssn = _pred_session([node("tiny", cpu=10, mem=MI)], [pod("huge", cpu=64000, mem=256 * GI)])
-    huge = task(ssn, "huge")
+    huge = _pre(ssn, "huge")
     assert ssn.pre_predicate_fn(huge) is None
     assert ssn.predicate_fn(huge, ssn.nodes["tiny"]) is None  # resources are the actions' business
 

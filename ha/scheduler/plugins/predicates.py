@@ -21,6 +21,17 @@ victims (SimulateRemoveTask) does not update the affinity state.
 Event handlers keep the k8s view current (AllocateFunc adds the pod to ``task.node_name``,
 DeallocateFunc removes it). PrePredicate passes: the k8s PreFilter plugins have nothing to reject
 for the pods this testbed models, except InterPodAffinity's, which computes the task's state.
+
+The task's cycle state. Every session starts each task with an empty k8s CycleState; only
+PrePredicate runs the PreFilter plugins that fill it (and mark the plugins that have nothing to
+check as skipped). The non-stable filters NodePorts, InterPodAffinity, PodTopologySpread and
+VolumeBinding read their PreFilter's entry and answer ``Error`` ("reading ... from cycleState:
+not found") when it is missing, which aborts the check. So a Predicate for a task whose
+PrePredicate has not run in this session fails with an ``Error`` status once the stable filters
+pass (when any of those four is enabled; all are by default). Every action runs PrePredicate
+before its node scan; the one Predicate that can come first is preempt's ``taskEligibleToPreempt``
+on the task's nominated node, for a task that allocate skipped this session (its queue overused):
+the nomination is then no bar to preempting again, so the task can be nominated elsewhere.
 """
 from __future__ import annotations
 
@@ -40,12 +51,16 @@ NODE_AFFINITY_ENABLE = "predicate.NodeAffinityEnable"
 NODE_PORTS_ENABLE = "predicate.NodePortsEnable"
 TAINT_TOLERATION_ENABLE = "predicate.TaintTolerationEnable"
 POD_AFFINITY_ENABLE = "predicate.PodAffinityEnable"
+POD_TOPOLOGY_SPREAD_ENABLE = "predicate.PodTopologySpreadEnable"
+VOLUME_BINDING_ENABLE = "predicate.VolumeBindingEnable"
 
 # k8s filter plugin failure reasons
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 ERR_REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
 ERR_REASON_NODE_INFO = "node info not found"
+# k8s's getPreFilterState error (nodeports.go), the first of the state readers' in the model's order
+ERR_PRE_FILTER_STATE = 'reading "PreFilter{plugin}" from cycleState: not found'
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 _EMPTY: dict = {}
@@ -103,7 +118,8 @@ def ports_conflict(wanted: set, used: set) -> bool:
 
 @register(PLUGIN_NAME)
 class PredicatesPlugin:
-    argument_keys = (NODE_AFFINITY_ENABLE, NODE_PORTS_ENABLE, TAINT_TOLERATION_ENABLE, POD_AFFINITY_ENABLE)
+    argument_keys = (NODE_AFFINITY_ENABLE, NODE_PORTS_ENABLE, TAINT_TOLERATION_ENABLE, POD_AFFINITY_ENABLE,
+                     POD_TOPOLOGY_SPREAD_ENABLE, VOLUME_BINDING_ENABLE)
 
     def __init__(self, args: Mapping[str, Any] | None = None):
         a = arguments(args)
@@ -112,8 +128,18 @@ class PredicatesPlugin:
         self.node_ports_enable = a.get_bool(NODE_PORTS_ENABLE, True)
         self.taint_toleration_enable = a.get_bool(TAINT_TOLERATION_ENABLE, True)
         self.pod_affinity_enable = a.get_bool(POD_AFFINITY_ENABLE, True)
+        # read only for the cycle-state rule: the filters themselves pass (not modelled)
+        self.pod_topology_spread_enable = a.get_bool(POD_TOPOLOGY_SPREAD_ENABLE, True)
+        self.volume_binding_enable = a.get_bool(VOLUME_BINDING_ENABLE, True)
+        # the first enabled filter that reads its PreFilter's state (None: no filter needs one)
+        self.state_reader = next((name for name, on in (
+            ("NodePorts", self.node_ports_enable), ("InterPodAffinity", self.pod_affinity_enable),
+            ("PodTopologySpread", self.pod_topology_spread_enable),
+            ("VolumeBinding", self.volume_binding_enable)) if on), None)
         # task uid -> InterPodAffinity PreFilter state (None: skipped), per session
         self.affinity_states: dict[str, Any] = {}
+        # uids of the tasks whose PrePredicate ran in this session (their CycleState is filled)
+        self.pre_filtered: set[str] = set()
 
     def name(self) -> str:
         return PLUGIN_NAME
@@ -141,6 +167,11 @@ class PredicatesPlugin:
                 stable_fail = Status(StatusCode.UNSCHEDULABLE_AND_UNRESOLVABLE, reason, "TaintToleration")
         if stable_fail is not None:
             statuses.append(stable_fail)
+            return FitError.with_status(task, node, *statuses)
+
+        if self.state_reader is not None and task.uid not in self.pre_filtered:
+            statuses.append(Status(StatusCode.ERROR, ERR_PRE_FILTER_STATE.format(plugin=self.state_reader),
+                                   self.state_reader))
             return FitError.with_status(task, node, *statuses)
 
         if self.node_ports_enable:
@@ -171,6 +202,7 @@ class PredicatesPlugin:
         self.affinity_states[task.uid] = interpod_affinity.pre_filter(task.pod, node_map(ssn), index)
 
     def pre_predicate(self, ssn: Any, task: Any) -> None:
+        self.pre_filtered.add(task.uid)
         if self.pod_affinity_enable:
             self.pre_filter(ssn, task)
         return None
@@ -178,6 +210,7 @@ class PredicatesPlugin:
     def on_session_open(self, ssn: Any) -> None:
         view = node_map(ssn)
         self.affinity_states = {}
+        self.pre_filtered = set()
 
         def on_allocate(event: Any) -> None:
             ni = view.get(event.task.node_name)
@@ -195,3 +228,4 @@ class PredicatesPlugin:
 
     def on_session_close(self, ssn: Any) -> None:
         self.affinity_states = {}
+        self.pre_filtered = set()
