@@ -206,9 +206,14 @@ def test_preempt_evicts_and_pipelines_without_stale_nomination():
 
 
 def test_preempt_blocked_by_stale_nomination_BR7():
+    # allocate runs g1's PrePredicate first (n1 is full, so it places nothing); with the cycle state
+    # filled, preempt's check of the nominated node passes the predicates: "not eligible". Without
+    # that PrePredicate the check would fail with Volcano's cycle-state Error and g1 would preempt
+    # (tests/scheduler/test_preempt_cycle_state.py).
     c, io = br7("n1")
     for _ in range(2):
-        res = run_session(c, PREEMPT, seed=1)
+        res = run_session(c, conf(["allocate", "preempt"], [[PRIORITY_ALL, GANG_ALL, CONFORMANCE], [PREDICATES]]),
+                          seed=1)
         assert io.evictions == [] and res.evict_count == 0
 
 

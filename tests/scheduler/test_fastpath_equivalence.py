@@ -574,6 +574,7 @@ def test_predicate_scan_and_scores_match_per_node(seed: int, kind: str, pod_aff:
         _set_last_index(a, start)
         _set_last_index(b, start)
         ph_a, ph_b = PredicateHelper(a), PredicateHelper(b)
+        assert ssn.pre_predicate_fn(task) is None             # as allocate does before its scan
         found, fe = ph_a.predicate_nodes(task, ssn.node_list, action.predicate, False)
         sel = fp.predicate_nodes(task, ph_b, False)
         if not found:
@@ -636,6 +637,7 @@ def test_the_predicate_error_cache_of_role_tasks_matches_the_scalar_scan(seed: i
     for tasks in jobs:
         ph_a, ph_b = PredicateHelper(a), PredicateHelper(b)   # one helper per job, as allocate has
         for task in tasks + tasks[:1]:                        # the first again: all it failed is cached
+            assert ssn.pre_predicate_fn(task) is None         # as allocate does before its scan
             found, fe = ph_a.predicate_nodes(task, ssn.node_list, action.predicate, True)
             sel = fp.predicate_nodes(task, ph_b, True, action.predicate)
             assert sel is not None
@@ -671,6 +673,7 @@ def test_fast_path_follows_session_changes() -> None:
     for task in tasks:
         a, b = _Owner(), _Owner()
         ph_a, ph_b = PredicateHelper(a), PredicateHelper(b)
+        assert ssn.pre_predicate_fn(task) is None             # as allocate does before its scan
         found, _ = ph_a.predicate_nodes(task, ssn.node_list, action.predicate, False)
         sel = fp.predicate_nodes(task, ph_b, False)
         assert [x.name for x in found] == [ssn.node_list[j].name for j in (sel if sel is not None else [])]
@@ -682,6 +685,27 @@ def test_fast_path_follows_session_changes() -> None:
     fp._sync()
     for i, node in enumerate(ssn.node_list):
         assert fp.idle[0, i] == node.idle.milli_cpu and fp.fi[1, i] == node.future_idle().memory
+
+
+def test_a_task_before_its_pre_predicate_takes_the_scalar_path() -> None:
+    """Volcano's cycle state: before the task's PrePredicate in a session the predicates plugin
+    answers Error on every node the resources fit (the state-reading filters find nothing); the
+    arrays do not know that, so the fast path leaves such a task to the scalar scan."""
+    from ha.scheduler.actions.allocate import AllocateAction
+    from ha.scheduler.api import TaskStatus
+    ssn = _open(workload(31, plain=True), "v1.14", "default")
+    action = AllocateAction()
+    action.parse_arguments(ssn)
+    action.ssn = ssn
+    fp = fastpath.AllocateFastPath(ssn)
+    task = next(t for j in ssn.jobs.values() for t in j.tasks.values() if t.status == TaskStatus.PENDING)
+    found, fe = PredicateHelper(_Owner()).predicate_nodes(task, ssn.node_list, action.predicate, False)
+    assert not found and any("cycleState: not found" in e.error() for e in fe.nodes.values())
+    assert fp.predicate_nodes(task, PredicateHelper(_Owner()), False) is None
+    assert ssn.pre_predicate_fn(task) is None
+    found, _ = PredicateHelper(_Owner()).predicate_nodes(task, ssn.node_list, action.predicate, False)
+    sel = fp.predicate_nodes(task, PredicateHelper(_Owner()), False)
+    assert found and [ssn.node_list[j].name for j in sel] == [x.name for x in found]
 
 
 def test_unsupported_configuration_falls_back() -> None:
@@ -806,6 +830,7 @@ def test_a_first_failure_everywhere_caches_errors_built_when_read() -> None:
     action.ssn = ssn
     fp = fastpath.AllocateFastPath(ssn)
     task = next(t for j in ssn.jobs.values() for t in j.tasks.values() if not t.node_name)
+    assert ssn.pre_predicate_fn(task) is None                 # as allocate does before its scan
     a, b = _Owner(), _Owner()
     ph_a, ph_b = PredicateHelper(a), PredicateHelper(b)
     found, fe = ph_a.predicate_nodes(task, ssn.node_list, action.predicate, True)

@@ -524,6 +524,11 @@ class AllocateFastPath:
                 self.stats["scalar_predicate"] += 1
                 return None
             group = f"{task.job}/{role}"
+        pred = self.pred
+        if pred is not None and pred.state_reader is not None and task.uid not in pred.pre_filtered:
+            # no PrePredicate in this session: the plugin answers Volcano's cycle-state Error
+            self.stats["scalar_predicate"] += 1
+            return None
         if not self.built:
             self._build()
         self._sync()
