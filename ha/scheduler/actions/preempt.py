@@ -11,7 +11,9 @@ dropped ``evictionOccurred`` argument).
   statement, victims from the same job, **always commit**; stop at the first task with nothing
   assigned.
 * ``preempt(task)``: ``taskEligibleToPreempt`` (policy Never; a nominated node that is missing, or
-  passes the plugin predicates — BR7: a stale nomination blocks preemption forever —, or fails
+  passes the plugin predicates — BR7: a stale nomination blocks preemption forever, in the sessions
+  where allocate ran the task's PrePredicate; without it the predicates answer the cycle-state
+  Error (ha/scheduler/plugins/predicates.py) and the task stays eligible —, or fails
   with a non-FitError, or holds a lower-priority pod terminating by preemption), PrePredicate, the
   nodes minus allocate's UnschedulableAndUnresolvable ones filtered with
   ``PredicateForPreemptAction``, then ``normalPreempt``: nodes by descending score; per node
@@ -266,7 +268,9 @@ class PreemptAction:
 
     def task_eligible_to_preempt(self, preemptor: Any) -> None:
         """Raises NotEligible. The nomination read is ``pod.status.nominatedNodeName`` (Volcano
-        never clears it: a stale one whose node passes the predicates blocks preemption, BR7)."""
+        never clears it: a stale one whose node passes the predicates blocks preemption, BR7). The
+        predicate runs before this action's PrePredicate: for a task allocate skipped this session
+        (its queue overused) it fails with the cycle-state Error, so the nomination is no bar."""
         ssn = self.ssn
         if preemptor.preemption_policy == "Never":
             raise NotEligible("preemptionPolicy is Never")
