@@ -198,7 +198,7 @@ class _TaskPollingWorker:
     order, so every other callback of the run keeps its place and its time; what it leaves out is
     the task's future, coroutine and step machinery, which a worker waking 200 times a virtual
     second while idle mostly spent its time on. ``stop()`` takes the hops a cancelled task takes
-    before its awaiter wakes (tests/sim/test_polling_worker.py runs both side by side).
+    before its awaiter wakes (tests/experiment/engine/sim/test_polling_worker.py runs both side by side).
     """
 
     def __init__(self, env: "SimEnvironment", name: str, step: Callable[[], bool], period_s: float,
