@@ -13,9 +13,8 @@ whether the instance was leading, which is what the failover checker reads.
 An instance is reached through the instance seam (``ha.runtime.external.protocol``: ``start``,
 ``placement``, ``pid``, ``is_leader``, ``set_clock_rate``, the typed ``chaos_*`` door), the same for a
 model instance's actor and a vc-scheduler supervisor's; its process from outside (``ray.kill``,
-signals to the pid the seam names). The engine is known here only as its base
-(``EngineBase``) plus the live parts listed on :class:`LiveTargets`: this module does not import
-the live engine's, which imports it.
+signals to the pid the seam names). The engine is known here by its shape
+(:class:`LiveParts`): this module does not import the live engine's, which imports it.
 
 Everything that blocks (Ray calls, actor restarts) runs in a worker thread, so the loop that also
 carries the partition proxies keeps going.
@@ -27,9 +26,9 @@ import logging
 import os
 import signal
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from ha.experiment.engine.base import EngineBase, EngineTargets
+from ha.experiment.engine.base import EngineBase, EngineTargets, InstanceSlot
 
 __all__ = ["LiveTargets", "RemoteHooks", "EndpointHooks", "skip"]
 
@@ -87,15 +86,36 @@ class EndpointHooks:
         return [k for k, v in (got or {}).items() if v]
 
 
+class LiveParts(Protocol):
+    """What the live targets use of the live engine (``ha.experiment.engine.live.engine.LiveEngine``,
+    named here by its shape, not imported): the base's slots, leader, clock and lives, and its
+    live parts."""
+
+    slots: dict[str, InstanceSlot]
+    leader: str | None
+    redis: Any                          # the embedded Redis (None: not ours)
+    external: bool                      # vc-scheduler instances
+    front: Any                          # their kube-api front, and each one's endpoint
+    endpoints: dict[str, Any]
+    proxies: dict[str, Any]             # partition proxies by instance
+    ray_address: str | None
+    t0_wall: float | None
+    driver_node: str | None
+    dead_nodes: set[str]
+
+    def now(self) -> float: ...
+    def record_life(self, t: float, name: str, event: str, **info: Any) -> None: ...
+    def note_started(self, slot: InstanceSlot, event: str) -> None: ...
+    def resolve_leader(self) -> str | None: ...
+    def replan(self, slot: InstanceSlot) -> None: ...
+    def new_instance_actor(self, slot: InstanceSlot) -> Any: ...
+
+
 class LiveTargets(EngineTargets):
-    """The targets of a live engine (``ha.experiment.engine.live.engine.LiveEngine``). Of the
-    engine it reads, beside the base's: ``redis`` (the embedded Redis, if ours), ``external``,
-    ``front`` / ``endpoints`` (vc-scheduler instances' chaos), ``proxies``, ``ray_address``,
-    ``t0_wall``, ``driver_node`` / ``dead_nodes``, and calls ``resolve_leader``, ``replan``,
-    ``new_instance_actor``, ``note_started``."""
+    """The targets of a live engine (``ha.experiment.engine.live.engine.LiveEngine``)."""
 
     def __init__(self, life: EngineBase):
-        self.life: Any = life
+        self.life: LiveParts = life      # type: ignore[assignment]
         self.engine = life
         if life.redis is not None:
             self.redis_restart = self._redis_restart

@@ -19,16 +19,16 @@ the instances of one process under the virtual clock (``ha.experiment.engine.sim
 * leader: the seam's ``is_leader`` of each running instance, by name.
 An instance is reached only through the seam, its process only through the engine's handle on it.
 Every life it ends or starts is written to the history, as the live targets do. The engine is
-known here as its base (``EngineBase``) plus the sim parts listed on :class:`SimTargets`: this
-module does not import the sim engine's, which imports it.
+known here by its shape (:class:`SimParts`): this module does not import the sim engine's, which
+imports it.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from chaos.targets import Skip
-from ha.experiment.engine.base import EngineBase, EngineTargets
+from ha.experiment.engine.base import EngineBase, EngineTargets, InstanceSlot
 
 __all__ = ["SimTargets", "LocalHooks"]
 
@@ -53,13 +53,27 @@ class LocalHooks:
         return [k for k, v in got.items() if v]
 
 
+class SimParts(Protocol):
+    """What the sim targets use of the sim engine (``ha.experiment.engine.sim.engine.SimEngine``,
+    named here by its shape, not imported): the base's slots, clock and lives, each instance's
+    link (the partition's proxy), the API server's power, and starting and stopping a life."""
+
+    slots: dict[str, InstanceSlot]
+    links: dict[str, Any]
+    power: Any
+
+    def now(self) -> float: ...
+    def record_life(self, t: float, name: str, event: str, **info: Any) -> None: ...
+    def note_started(self, slot: InstanceSlot, event: str) -> None: ...
+    async def start_instance(self, slot: InstanceSlot, *, set_epoch: bool = True) -> None: ...
+    def stop_instance(self, slot: InstanceSlot, *, crash: bool) -> None: ...
+
+
 class SimTargets(EngineTargets):
-    """The targets of a sim engine. Of the engine it reads, beside the base's: ``links`` (each
-    instance's link, the partition's proxy) and ``power`` (the API server's), and calls
-    ``start_instance`` and ``stop_instance``."""
+    """The targets of a sim engine."""
 
     def __init__(self, engine: EngineBase):
-        self.engine: Any = engine
+        self.engine: SimParts = engine      # type: ignore[assignment]
 
     async def leader(self):
         for name in sorted(self.engine.slots):
