@@ -3,7 +3,8 @@ nemesis. Every fault of :mod:`chaos.faults` reaches the world only through these
 by instance (``scheduler-1``); ``leader`` is resolved through :meth:`Targets.leader` when a fault
 starts, so a fault aimed at the leader and one aimed at a named instance take the same path.
 
-Contract for an implementation (``ha.experiment.live_targets.LiveTargets`` is the live one):
+Contract for an implementation (the engines' ``LiveTargets`` and ``SimTargets`` implement it
+through ``ha.experiment.engine.base.EngineTargets``):
 
 * The async methods may also be plain functions (test doubles): the nemesis awaits what is
   awaitable. Blocking work (Ray calls, restarts) belongs in a worker thread, since the nemesis'

@@ -24,7 +24,7 @@ deadlines and snapshot expiry), uids and snapshot ids from counters (``uid_seed`
 uid prefix), plain lists in key order (Redis returns hash order; Kubernetes key order), no set or
 hash order anywhere. ``XREAD BLOCK`` (a watch waiting for events) waits on asyncio futures that
 the next write of that kind resolves (registration order), with the block time as an asyncio
-timeout: virtual time under :mod:`ha.sim.loop`; no threads. The sync client never blocks (nobody
+timeout: virtual time under :mod:`ha.experiment.engine.sim.loop`; no threads. The sync client never blocks (nobody
 else could write while it waited): a watch without events returns at once.
 
 Differences from Redis, all outside the API's results: stored values are never corrupt unless a

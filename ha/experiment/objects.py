@@ -1,16 +1,15 @@
 """The starting objects of an experiment in docs/object-shapes.md shape: the cluster's nodes, the
 queues, priority classes and the ``initial`` section (scenario-shaped; built with the starting
-objects' one schema, ha/scenario/object_shapes.py, so both file formats make the very same objects)."""
+objects' one schema, ha/scenario/object_shapes.py, so both file formats make the very same objects,
+held in the same ``ClusterObjects``)."""
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from cluster_state.quantity import normalise_resources
 from ha.errors import BadInput
 from ha.experiment.config import Experiment
-from ha.scenario.object_shapes import build_objects, new_context
+from ha.scenario.object_shapes import ClusterObjects, build_objects, new_context
 
-__all__ = ["StartingObjects", "starting_objects", "node_names"]
+__all__ = ["starting_objects", "node_names"]
 
 # fields the API server assigns on create
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp")
@@ -22,26 +21,6 @@ _SERVER_META = ("uid", "resourceVersion", "creationTimestamp")
 # a victim terminating (Releasing) across a failover (examples/br4-failover-reservation.yaml).
 INITIAL_POD_GRACE_S = 1
 GRACE_ANNOTATION = "ha-testbed/termination-grace-s"
-
-
-@dataclass
-class StartingObjects:
-    """In creation order: priority classes, queues, nodes, hypernodes, podgroups, pods."""
-    priority_classes: list[dict] = field(default_factory=list)
-    queues: list[dict] = field(default_factory=list)
-    nodes: list[dict] = field(default_factory=list)
-    hypernodes: list[dict] = field(default_factory=list)
-    podgroups: list[dict] = field(default_factory=list)
-    pods: list[dict] = field(default_factory=list)
-
-    def in_order(self) -> list[dict]:
-        return (self.priority_classes + self.queues + self.nodes + self.hypernodes + self.podgroups
-                + self.pods)
-
-    def counts(self) -> dict[str, int]:
-        return {"PriorityClass": len(self.priority_classes), "Queue": len(self.queues),
-                "Node": len(self.nodes), "HyperNode": len(self.hypernodes),
-                "PodGroup": len(self.podgroups), "Pod": len(self.pods)}
 
 
 def node_names(exp: Experiment) -> list[str]:
@@ -119,8 +98,9 @@ def _grace(pod: dict, where: str) -> int:
     return v
 
 
-def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingObjects:
-    out = StartingObjects()
+def starting_objects(exp: Experiment, source: str = "<experiment>") -> ClusterObjects:
+    """The experiment's starting objects (``ClusterObjects``, created in its ``in_order()``)."""
+    out = ClusterObjects()
     pcs: dict[str, dict] = {}
     if exp.workload is not None:
         for name, value in exp.workload.priority_classes.items():
@@ -138,7 +118,7 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
             labels[SPINE_LABEL] = f"spine-{rack // topo.racks_per_spine}"
         out.nodes.append(cluster_node(name, exp.cluster.node, labels))
     if topo is not None:
-        out.hypernodes += topology_hypernodes(len(out.nodes), topo.rack_size, topo.racks_per_spine)
+        out.hyper_nodes += topology_hypernodes(len(out.nodes), topo.rack_size, topo.racks_per_spine)
 
     init = exp.initial
     if (init.nodes or init.queues or init.podgroups or init.pods or init.priority_classes
@@ -153,7 +133,7 @@ def starting_objects(exp: Experiment, source: str = "<experiment>") -> StartingO
             pcs[o["metadata"]["name"]] = _strip_server_fields(o)
         out.queues += [_strip_server_fields(o) for o in built.queues]
         out.nodes += [_strip_server_fields(o) for o in built.nodes]
-        out.hypernodes += [_strip_server_fields(o) for o in built.hyper_nodes]
+        out.hyper_nodes += [_strip_server_fields(o) for o in built.hyper_nodes]
         out.podgroups += [_strip_server_fields(o) for o in built.podgroups]
         for i, o in enumerate(built.pods):
             o["spec"]["terminationGracePeriodSeconds"] = _grace(o, f"{source}: initial.pods[{i}]")

@@ -1,8 +1,9 @@
 """``ha-testbed run EXPERIMENT.yaml``: start the parts, drive the run, record its history, then
 let the checkers compute the summary.
 
-Three rooms (Jepsen's split): the engine's parts and their lives (``lifecycle.LiveLifecycle``:
-Redis, Ray, actors, chaos plumbing, cleanup), the tick loop (``driver.Driver``) feeding the
+Three rooms (Jepsen's split): the engine's parts and their lives (``ha.experiment.engine``: the
+engine named by ``--engine``, from ``registry.ENGINES``; live: Redis, Ray, actors, chaos plumbing,
+cleanup; sim: the same in one process under a virtual clock), the tick loop (``driver.Driver``) feeding the
 ``recorder.Recorder`` that writes ``history/``, and the console (``console``). No metric is computed
 while the run goes: at the end ``ha.experiment.analyze.analyze`` runs every checker over the
 history and writes the summary, ``timeseries.csv`` and ``report.md`` — exactly what
@@ -30,7 +31,6 @@ __all__ = ["run_cli", "ExperimentRunner", "RunOutcome", "default_out", "code_ver
 log = logging.getLogger(__name__)
 
 EXIT_INTERRUPTED = 130
-ENGINES = ("live", "sim")
 
 
 class Interrupted(BaseException):
@@ -97,8 +97,8 @@ class ExperimentRunner:
                  ray_address: str | None = None, source: str = "<experiment>", console=None,
                  progress: bool = True, instance_options: dict[str, Any] | None = None,
                  engine: str = "live", report: bool = True):
-        if engine not in ENGINES:
-            raise BadInput(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+        from ha.experiment.engine.registry import engine_class
+        engine_cls = engine_class(engine)
         self.exp = exp
         self.out = Path(out).absolute()
         self.source = source
@@ -111,19 +111,8 @@ class ExperimentRunner:
             from rich.console import Console
             console = Console(stderr=False)
         self.console = console
-        if engine == "sim":
-            if redis_url is not None or ray_address is not None:
-                raise BadInput("--engine sim runs in one process: --redis-url / --ray-address "
-                               "belong to the live engine")
-            if exp.schedulers.implementation == "volcano":
-                raise BadInput(f"--engine sim: schedulers.implementation {exp.schedulers.implementation} runs "
-                               "real processes; the sim engine runs the model only (use --engine live)")
-            from ha.sim.engine import SimEngine
-            self.life = SimEngine(exp, self.out, source=source, instance_options=instance_options)
-        else:
-            from ha.experiment.lifecycle import LiveLifecycle
-            self.life = LiveLifecycle(exp, self.out, redis_url=redis_url, ray_address=ray_address,
-                                      source=source, instance_options=instance_options)
+        self.life = engine_cls(exp, self.out, source=source, instance_options=instance_options,
+                               redis_url=redis_url, ray_address=ray_address)
         self.writer = None
         self.recorder = None
         self.driver = None
@@ -320,7 +309,7 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _counters():
-    from ha.experiment.lifecycle import COUNTERS
+    from ha.experiment.engine.base import COUNTERS
     return COUNTERS
 
 

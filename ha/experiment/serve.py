@@ -57,7 +57,7 @@ class KubeServe:
         self.instance_endpoints: dict[str, Any] = {}
 
     def start(self) -> "KubeServe":
-        from ha.experiment.lifecycle import workload_config
+        from ha.experiment.engine.base import workload_config
         from ha.experiment.objects import starting_objects
         from ha.runtime import ledger
         from ha.runtime.cluster import ClusterConfig, ClusterSim

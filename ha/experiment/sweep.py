@@ -188,7 +188,7 @@ def _record(out: Path, cell: Cell, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 # what a cell imports, imported once in the fork server rather than once per cell (~2 s each)
-PRELOAD = ("ha.experiment.sweep", "ha.experiment.runner", "ha.sim.engine", "ha.experiment.lifecycle",
+PRELOAD = ("ha.experiment.sweep", "ha.experiment.runner", "ha.experiment.engine.registry",
            "ha.experiment.analyze", "ha.experiment.report", "ha.experiment.checkers._fold",
            "ha.runtime.instance", "ha.runtime.cluster", "ha.scheduler.scheduler", "ha.scheduler.wiring",
            "ha.scheduler.actions", "ha.scheduler.plugins", "chaos.nemesis", "ha.experiment.replay",

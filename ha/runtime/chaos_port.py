@@ -16,8 +16,8 @@ Typed calls (each returns ``{kind or "api": result}`` over the parts that answer
 * ``expire_now(kinds=None)`` — watch-expire: the informers of ``kinds`` relist as after 410 Gone;
 * ``stats()`` — each part's counters (plus the retrying client's, when there is one).
 
-``call(method, *args, kinds=None, api=True)`` maps the old string dispatch onto these
-(``SchedulerInstance.chaos_call`` keeps it for drivers that still use it)."""
+The instance seam's typed chaos door (``SchedulerInstance.chaos_set_epoch`` …,
+``ha.runtime.external.protocol``) is these calls; there is no other."""
 from __future__ import annotations
 
 import asyncio
@@ -99,11 +99,3 @@ class ChaosPort:
         if rs is not None:
             out["retry"] = rs.as_dict()
         return out
-
-    # -- the old string dispatch -------------------------------------------------------------
-    async def call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
-        """``method(*args)`` on the watch hooks (of ``kinds``; ``[]`` = none) and, with ``api``,
-        on the API chaos — the result shape of the typed calls."""
-        if method == "set_epoch" and args:
-            self.epoch = float(args[0])
-        return await self._each(method, args, watch=kinds is None or bool(kinds), api=api, kinds=kinds)

@@ -50,10 +50,9 @@ Queries (Ray actor methods; the same coroutines in-process):
   instance never needs a path of the driver's;
 * ``placement() -> {"node_id", "host", "pid"}`` — where it runs (the Ray node id in an actor, else
   None);
-* ``chaos_call(method, *args, kinds=None, api=True)`` — the old string dispatch onto the chaos
-  port, kept for drivers that still call it (``set_epoch``, ``activate``, ``deactivate``,
-  ``expire_now``); new code calls the typed ``chaos_set_epoch``/``chaos_activate``/
-  ``chaos_deactivate``/``chaos_expire_now``/``chaos_stats``.
+* ``chaos_set_epoch(t0_wall)``, ``chaos_activate(sf, watch, api, kinds)``,
+  ``chaos_deactivate(index, watch, api, kinds)``, ``chaos_expire_now(kinds)`` — the typed chaos
+  door of the instance seam (``ha.runtime.external.protocol``) onto the chaos port; ``chaos_stats()``.
 """
 from __future__ import annotations
 
@@ -652,12 +651,6 @@ class SchedulerInstance:
         return {"node_id": self._node_id(), "host": socket.gethostname(), "pid": os.getpid()}
 
     # ============================================================================ chaos port
-    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
-        """Compatibility: the old string dispatch (``set_epoch``, ``activate``, ``deactivate``,
-        ``expire_now``) onto :attr:`chaos`; ``kinds=[]`` reaches no watch hook. Returns {kind or
-        "api": result}. New drivers call the typed ``chaos_*`` methods."""
-        return await self.chaos.call(method, *args, kinds=kinds, api=api)
-
     async def chaos_set_epoch(self, t0_wall: float) -> dict:
         return await self.chaos.set_epoch(t0_wall)
 

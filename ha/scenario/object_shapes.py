@@ -51,6 +51,9 @@ class ScenarioError(BadInput):
 
 @dataclass
 class ClusterObjects:
+    """A cluster's objects by kind: a scenario file's, a bug repro's, an experiment's starting
+    objects (``ha.experiment.objects.starting_objects``). Created in the order of
+    :meth:`in_order`."""
     nodes: list[dict] = field(default_factory=list)
     queues: list[dict] = field(default_factory=list)
     podgroups: list[dict] = field(default_factory=list)
@@ -61,6 +64,17 @@ class ClusterObjects:
     hyper_node_cache: "HyperNodeCache | None" = None
     # hypernode -> its ``parent`` option (api.ParentOpt; used with hyper_node_cache)
     hyper_node_parents: dict[str, str] = field(default_factory=dict)
+
+    def in_order(self) -> list[dict]:
+        """Every object in creation order: priority classes, queues, nodes, hypernodes,
+        podgroups, pods (what an object refers to exists before it)."""
+        return (self.priority_classes + self.queues + self.nodes + self.hyper_nodes + self.podgroups
+                + self.pods)
+
+    def counts(self) -> dict[str, int]:
+        return {"PriorityClass": len(self.priority_classes), "Queue": len(self.queues),
+                "Node": len(self.nodes), "HyperNode": len(self.hyper_nodes),
+                "PodGroup": len(self.podgroups), "Pod": len(self.pods)}
 
 
 

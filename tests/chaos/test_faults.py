@@ -5,7 +5,6 @@ chaos.targets.Targets protocol (our own test double of our own protocol; the eff
 informers, proxies, processes and Redis are tested in the other files of this folder)."""
 from __future__ import annotations
 
-import inspect
 
 import pytest
 
@@ -337,26 +336,6 @@ async def test_stop_ends_open_windows_through_their_package():
     await nem.stop()
     assert t.calls == [("watch.activate", S1, 0), ("pause", S2), ("watch.deactivate", S1, 0), ("resume", S2)]
     assert all("run ended" in r.detail for r in nem.records[2:])
-
-
-# --------------------------------------------------------------------------- the live targets
-
-@pytest.mark.parametrize("where", ["ha.experiment.live_targets.LiveTargets", "ha.sim.targets.SimTargets"])
-def test_engine_targets_implement_the_protocol(where):
-    """Each engine's targets (live: Ray actors and processes; sim: instances under the virtual
-    clock) have every Targets method with the protocol's arguments, async where the protocol says
-    async (proxy and redis_restart are plain), node-kill's NodeTargets included."""
-    import importlib
-    mod, cls = where.rsplit(".", 1)
-    impl = getattr(importlib.import_module(mod), cls)
-    members = inspect.getmembers(Targets, inspect.isfunction) + inspect.getmembers(NodeTargets, inspect.isfunction)
-    for name, proto in members:
-        if name.startswith("_"):
-            continue
-        got = getattr(impl, name, None)
-        assert callable(got), f"{cls} lacks {name}()"
-        assert list(inspect.signature(got).parameters) == list(inspect.signature(proto).parameters), name
-        assert inspect.iscoroutinefunction(got) == inspect.iscoroutinefunction(proto), name
 
 
 def test_chaos_entry_dumps_what_it_read():

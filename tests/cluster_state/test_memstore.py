@@ -10,7 +10,7 @@ import pytest
 from cluster_state.errors import Conflict, Gone, ServerError
 from cluster_state.memstore import DEFAULT_EPOCH, MemoryServer
 from cluster_state.store import Command
-from ha.sim.loop import SimClock, VirtualTimeLoop, run
+from ha.experiment.engine.sim.loop import SimClock, VirtualTimeLoop, run
 
 from .helpers import node, pod
 

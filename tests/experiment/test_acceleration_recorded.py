@@ -1,7 +1,7 @@
 """Every run records in metrics.json the acceleration settings it ran with."""
 from __future__ import annotations
 
-from tests.sim.test_sim_engine import run, small
+from tests.experiment.engine.sim.test_sim_engine import run, small
 
 
 def test_metrics_json_names_the_acceleration_settings(tmp_path, monkeypatch):

@@ -18,14 +18,14 @@ def test_cluster_topology_makes_racks_spines_and_labels(tmp_path):
                  "workload: {rate: 1/s, gang_size: 2, network_topology: {mode: hard, highestTierAllowed: 1}}\n")
     exp = load_experiment(f)
     objs = starting_objects(exp)
-    racks = {h["metadata"]["name"]: h for h in objs.hypernodes if h["spec"]["tier"] == 1}
-    spines = {h["metadata"]["name"]: h for h in objs.hypernodes if h["spec"]["tier"] == 2}
+    racks = {h["metadata"]["name"]: h for h in objs.hyper_nodes if h["spec"]["tier"] == 1}
+    spines = {h["metadata"]["name"]: h for h in objs.hyper_nodes if h["spec"]["tier"] == 2}
     assert sorted(racks) == ["rack-0", "rack-1", "rack-2"] and sorted(spines) == ["spine-0", "spine-1"]
     assert [m["selector"]["exactMatch"]["name"] for m in spines["spine-0"]["spec"]["members"]] == ["rack-0", "rack-1"]
     labels = {n["metadata"]["name"]: n["metadata"]["labels"]["topology/rack"] for n in objs.nodes}
     assert labels == {"node-1": "rack-0", "node-2": "rack-0", "node-3": "rack-1", "node-4": "rack-1",
                       "node-5": "rack-2"}
-    assert objs.in_order().index(objs.hypernodes[0]) > objs.in_order().index(objs.nodes[-1])
+    assert objs.in_order().index(objs.hyper_nodes[0]) > objs.in_order().index(objs.nodes[-1])
     wl = WorkloadConfig.from_experiment(exp.workload, duration_s=10, queues=["default"])
     gen = WorkloadGenerator(wl, seed=1)
     pg, _ = gen.objects(gen.plan()[0])

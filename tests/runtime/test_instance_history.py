@@ -1,7 +1,7 @@
 """What a driver records from an instance, in-process against the real API server: ``observe()``
 (digest, stats, decisions since, fresh staleness samples, incarnation, generation — one call),
 ``delivery_log()`` (the log's bytes: the driver writes the file, the instance keeps it in a temp
-dir of its own), ``placement()``, and the typed chaos port beside the old ``chaos_call``."""
+dir of its own), ``placement()``, and the seam's typed chaos door."""
 from __future__ import annotations
 
 import os
@@ -117,7 +117,7 @@ async def test_no_delivery_log_when_switched_off(api, redis_url, key_prefix):
         await inst.stop()
 
 
-async def test_typed_chaos_port_and_the_old_dispatch_reach_the_same_hooks(api, redis_url, key_prefix):
+async def test_the_typed_chaos_door_reaches_the_hooks(api, redis_url, key_prefix):
     from chaos.injectors.watch import WatchChaosHook
     made: list = []
 
@@ -139,7 +139,10 @@ async def test_typed_chaos_port_and_the_old_dispatch_reach_the_same_hooks(api, r
         relists = inst.informers["Pod"].stats.relists
         assert await inst.chaos_expire_now(["Pod"]) == {"Pod": True}
         assert await wait_for(lambda: inst.informers["Pod"].stats.relists > relists)
-        assert await inst.chaos_call("expire_now", kinds=[]) == {}      # no kind: no hook
+        assert await inst.chaos_expire_now([]) == {}      # no kind: no hook
+        # the engines' call shapes: an API fault reaches no watch hook, a watch fault no API chaos
+        assert await inst.chaos_deactivate(0, watch=False, api=True) == {}   # no API chaos configured
+        assert set(await inst.chaos_deactivate(0, watch=True, api=False)) == {"Pod", "Node"}
         assert set(inst.chaos_stats()) == {"Pod", "Node"}
         # a new incarnation's fresh hooks get the remembered epoch
         inst.fatal("test: injected")

@@ -132,24 +132,6 @@ def test_cli_exits_2_with_the_reason():
     assert "sim engine runs the model only" in r.output
 
 
-def test_both_implementations_fulfil_the_instance_seam():
-    import inspect
-
-    from ha.runtime.external.protocol import SEAM_METHODS
-    from ha.runtime.external.supervisor import ExternalScheduler
-    from ha.runtime.instance import SchedulerInstance
-    for cls in (SchedulerInstance, ExternalScheduler):
-        for m in SEAM_METHODS:
-            fn = getattr(cls, m, None)
-            assert fn is not None and inspect.iscoroutinefunction(fn), (cls.__name__, m)
-    # the parameters the engine passes are the same on both sides
-    # (Ray's tracing adds a _ray_trace_ctx parameter to the methods of a class it has made an actor of)
-    for m in ("observe", "decisions", "chaos_call"):
-        a = [p for p in inspect.signature(getattr(SchedulerInstance, m)).parameters if p != "_ray_trace_ctx"]
-        b = [p for p in inspect.signature(getattr(ExternalScheduler, m)).parameters if p != "_ray_trace_ctx"]
-        assert a == b, (m, a, b)
-
-
 def test_real_instance_tests_skip_with_the_reason_without_a_binary(tmp_path, monkeypatch):
     from _pytest.outcomes import Skipped
 

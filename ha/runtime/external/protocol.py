@@ -6,7 +6,13 @@ and its actor). Through Ray every method is called as ``actor.<method>.remote(..
 are coroutines. The engine's other powers act from outside, on what ``placement()`` / ``pid()`` name:
 kill (``ray.kill`` of the actor: an external process dies with it), pause (SIGSTOP / SIGCONT to
 ``pid()``: the scheduler's own process), node-kill (the Ray node and every process under it),
-restart (a new actor of the same name, as a Deployment would start a new pod).
+restart (a new actor of the same name, as a Deployment would start a new pod). In the sim engine the
+instance object is in process and its process is the engine's (``SimEnvironment``: kill, pause).
+
+The chaos that acts inside an instance has one typed door: ``chaos_set_epoch(t0_wall)``,
+``chaos_activate(sf, watch, api, kinds)``, ``chaos_deactivate(index, watch, api, kinds)``,
+``chaos_expire_now(kinds)``, each answering ``{kind or "api": result}`` over the parts that took it
+(an external scheduler's chaos is at its endpoint of the front: it answers ``{}``).
 
 ``observe(decisions_since)`` answers, in one round trip::
 
@@ -25,7 +31,8 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 __all__ = ["SchedulerInstanceProtocol", "SEAM_METHODS", "Observed", "OBSERVED_KEYS"]
 
 SEAM_METHODS = ("start", "stop", "observe", "decisions", "placement", "pid", "is_leader", "stats",
-                "chaos_call", "set_clock_rate", "ping")
+                "chaos_set_epoch", "chaos_activate", "chaos_deactivate", "chaos_expire_now",
+                "set_clock_rate", "ping")
 
 
 class _ObservedRequired(TypedDict):
@@ -57,6 +64,11 @@ class SchedulerInstanceProtocol(Protocol):
     async def pid(self) -> int: ...                       # the process a pause stops
     async def is_leader(self) -> bool: ...
     async def stats(self) -> dict[str, Any]: ...
-    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict: ...
+    async def chaos_set_epoch(self, t0_wall: float) -> dict: ...
+    async def chaos_activate(self, sf: Any, watch: bool = True, api: bool = True,
+                             kinds: list | None = None) -> dict: ...
+    async def chaos_deactivate(self, index: int, watch: bool = True, api: bool = True,
+                               kinds: list | None = None) -> dict: ...
+    async def chaos_expire_now(self, kinds: list | None = None) -> dict: ...
     async def set_clock_rate(self, rate: float) -> None: ...
     async def ping(self) -> str: ...

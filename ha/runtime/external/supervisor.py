@@ -23,7 +23,7 @@ pod would run it, behind the instance seam (``ha.runtime.external.protocol``).
   request log, /metrics); without it the digest holds leadership and life only.
 
 Chaos on watches and API calls acts at the instance's endpoint of the front (``kube_api``), never
-here: ``chaos_call`` answers empty.
+here: the seam's typed chaos door (``chaos_set_epoch``, ``chaos_activate``, ...) answers empty.
 """
 from __future__ import annotations
 
@@ -398,8 +398,19 @@ class ExternalScheduler:
     async def decisions(self, since: int = 0) -> list[dict]:
         return (await self.observe(since)).get("decisions") or []
 
-    async def chaos_call(self, method: str, *args, kinds: list | None = None, api: bool = True) -> dict:
-        return {}       # the endpoint of the front carries this instance's chaos
+    # the typed chaos door answers empty: the endpoint of the front carries this instance's chaos
+    async def chaos_set_epoch(self, t0_wall: float) -> dict:
+        return {}
+
+    async def chaos_activate(self, sf, watch: bool = True, api: bool = True, kinds: list | None = None) -> dict:
+        return {}
+
+    async def chaos_deactivate(self, index: int, watch: bool = True, api: bool = True,
+                               kinds: list | None = None) -> dict:
+        return {}
+
+    async def chaos_expire_now(self, kinds: list | None = None) -> dict:
+        return {}
 
     async def set_clock_rate(self, rate: float) -> None:
         raise RuntimeError(f"{self.cfg.name}: clock-rate cannot act on an external process")

@@ -1,6 +1,7 @@
-"""The live engine's side of the nemesis (``chaos.targets.Targets``): what a fault acts on when the parts are real processes.
+"""The live engine's side of the nemesis: what a fault acts on when the parts are real processes.
 
-``LiveTargets`` implements ``chaos.targets.Targets`` over the run's Ray actors and processes:
+``LiveTargets`` implements the engines' targets interface (``ha.experiment.engine.base.EngineTargets``,
+i.e. ``chaos.targets.Targets`` plus ``kill_node``) over the run's Ray actors and processes:
 kill (``ray.kill``), pause / resume (SIGSTOP / SIGCONT to the actor's PID), restart (a new actor
 under the same name, running the same chaos schedule, back on its node or another alive one),
 node-kill (the raylet of the instance's Ray node and every process under it, by PID: only a node of
@@ -8,6 +9,12 @@ this machine, never the head or the driver's node), clock rate, the per-instance
 (watch / API hooks inside the instance), the loopback proxies of partitions, and redis-restart of
 the embedded Redis. Every life it ends or starts is written to the history (``lives.jsonl``) with
 whether the instance was leading, which is what the failover checker reads.
+
+An instance is reached through the instance seam (``ha.runtime.external.protocol``: ``start``,
+``placement``, ``pid``, ``is_leader``, ``set_clock_rate``, the typed ``chaos_*`` door), the same for a
+model instance's actor and a vc-scheduler supervisor's; its process from outside (``ray.kill``,
+signals to the pid the seam names). The engine is known here by its shape
+(:class:`LiveParts`): this module does not import the live engine's, which imports it.
 
 Everything that blocks (Ray calls, actor restarts) runs in a worker thread, so the loop that also
 carries the partition proxies keeps going.
@@ -19,10 +26,9 @@ import logging
 import os
 import signal
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ha.experiment.lifecycle import LiveLifecycle
+from ha.experiment.engine.base import EngineBase, EngineTargets, InstanceSlot
 
 __all__ = ["LiveTargets", "RemoteHooks", "EndpointHooks", "skip"]
 
@@ -36,25 +42,27 @@ def skip(reason: str) -> Exception:
 
 
 class RemoteHooks:
-    """An instance's chaos hooks seen from the driver (nemesis-driven ``leader`` faults)."""
+    """An instance's chaos hooks seen from the driver (nemesis-driven ``leader`` faults): its typed
+    chaos door through Ray; ``api`` picks its API chaos, else its watch hooks."""
 
     def __init__(self, actor, api: bool):
         self.actor, self.api = actor, api
 
-    def _call(self, method, *args, kinds=None, api=False):
+    @staticmethod
+    def _get(ref):
         import ray
-        return ray.get(self.actor.chaos_call.remote(method, *args, kinds=kinds, api=api), timeout=30)
+        return ray.get(ref, timeout=30)
 
     def activate(self, sf) -> str:
-        got = self._call("activate", sf, kinds=[] if self.api else None, api=self.api)
+        got = self._get(self.actor.chaos_activate.remote(sf, watch=not self.api, api=self.api))
         return "activated " + (",".join(k for k, v in got.items() if v) or "nothing")
 
     def deactivate(self, index: int) -> str:
-        self._call("deactivate", index, kinds=[] if self.api else None, api=self.api)
+        self._get(self.actor.chaos_deactivate.remote(index, watch=not self.api, api=self.api))
         return "deactivated"
 
     def expire(self, kinds=None) -> list[str]:
-        got = self._call("expire_now", kinds=list(kinds) if kinds else None)
+        got = self._get(self.actor.chaos_expire_now.remote(list(kinds) if kinds else None))
         return [k for k, v in got.items() if v]
 
 
@@ -78,11 +86,37 @@ class EndpointHooks:
         return [k for k, v in (got or {}).items() if v]
 
 
-class LiveTargets:
-    """``chaos.targets.Targets`` backed by a :class:`LiveLifecycle`."""
+class LiveParts(Protocol):
+    """What the live targets use of the live engine (``ha.experiment.engine.live.engine.LiveEngine``,
+    named here by its shape, not imported): the base's slots, leader, clock and lives, and its
+    live parts."""
 
-    def __init__(self, life: "LiveLifecycle"):
-        self.life = life
+    slots: dict[str, InstanceSlot]
+    leader: str | None
+    redis: Any                          # the embedded Redis (None: not ours)
+    external: bool                      # vc-scheduler instances
+    front: Any                          # their kube-api front, and each one's endpoint
+    endpoints: dict[str, Any]
+    proxies: dict[str, Any]             # partition proxies by instance
+    ray_address: str | None
+    t0_wall: float | None
+    driver_node: str | None
+    dead_nodes: set[str]
+
+    def now(self) -> float: ...
+    def record_life(self, t: float, name: str, event: str, **info: Any) -> None: ...
+    def note_started(self, slot: InstanceSlot, event: str) -> None: ...
+    def resolve_leader(self) -> str | None: ...
+    def replan(self, slot: InstanceSlot) -> None: ...
+    def new_instance_actor(self, slot: InstanceSlot) -> Any: ...
+
+
+class LiveTargets(EngineTargets):
+    """The targets of a live engine (``ha.experiment.engine.live.engine.LiveEngine``)."""
+
+    def __init__(self, life: EngineBase):
+        self.life: LiveParts = life      # type: ignore[assignment]
+        self.engine = life
         if life.redis is not None:
             self.redis_restart = self._redis_restart
 
@@ -92,23 +126,17 @@ class LiveTargets:
     async def leader(self):
         return await self._bg(self.life.resolve_leader)
 
-    def _slot(self, name):
-        slot = self.life.slots[name]
-        if not slot.alive or slot.actor is None:
-            raise skip(f"{name} is not running")
-        return slot
-
     async def watch(self, name):
         if self.life.external:
-            self._slot(name)
+            self.slot(name)
             return EndpointHooks(self.life.front, self.life.endpoints[name], api=False)
-        return RemoteHooks(self._slot(name).actor, api=False)
+        return RemoteHooks(self.slot(name).actor, api=False)
 
     async def api(self, name):
         if self.life.external:
-            self._slot(name)
+            self.slot(name)
             return EndpointHooks(self.life.front, self.life.endpoints[name], api=True)
-        return RemoteHooks(self._slot(name).actor, api=True)
+        return RemoteHooks(self.slot(name).actor, api=True)
 
     def proxy(self, name):
         if self.life.external:
@@ -169,7 +197,7 @@ class LiveTargets:
         from chaos.injectors.process import NotHere, kill_ray_node
         from ha.runtime.placement import ray_nodes
         life = self.life
-        slot = self._slot(name)
+        slot = self.slot(name)
         node_id = slot.placement.get("node_id")
         if not node_id:
             raise skip(f"{name} runs on no known Ray node")
@@ -275,7 +303,7 @@ class LiveTargets:
                 time.sleep(0.2)
         ray.get(slot.actor.start.remote(), timeout=120)
         if self.life.t0_wall is not None:   # the new life runs the same chaos schedule
-            ray.get(slot.actor.chaos_call.remote("set_epoch", self.life.t0_wall), timeout=30)
+            ray.get(slot.actor.chaos_set_epoch.remote(self.life.t0_wall), timeout=30)
         slot.generation += 1
         slot.alive = True
         self.life.note_started(slot, event="restart")

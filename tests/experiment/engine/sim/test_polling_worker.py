@@ -1,4 +1,4 @@
-"""The sim's polling worker (ha.sim.environment._TaskPollingWorker) takes the same turns as the
+"""The sim's polling worker (ha.experiment.engine.sim.environment._TaskPollingWorker) takes the same turns as the
 asyncio task it replaced: run beside other tasks whose timers tie with its own, paused and
 resumed, and stopped in each of its states (before its first step, asleep, with its timer fired
 but not yet handled, with its wake-up ready), a run traces callback for callback what the task
@@ -11,8 +11,8 @@ import contextvars
 
 import pytest
 
-from ha.sim.environment import _TaskPollingWorker
-from ha.sim.loop import PROCESS, VirtualTimeLoop
+from ha.experiment.engine.sim.environment import _TaskPollingWorker
+from ha.experiment.engine.sim.loop import PROCESS, VirtualTimeLoop
 
 
 class _Debt:

@@ -355,7 +355,7 @@ def run(main: Awaitable[T], *, until: float | None = None, loop: VirtualTimeLoop
     loop = loop or VirtualTimeLoop()
     old = events._get_running_loop()
     if old is not None:
-        raise RuntimeError("ha.sim.loop.run() cannot be called from a running event loop")
+        raise RuntimeError("ha.experiment.engine.sim.loop.run() cannot be called from a running event loop")
 
     async def guarded() -> T:
         if until is None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parents[1] / "data" / "sim"
+ROOT = Path(__file__).resolve().parents[4]
+DATA = Path(__file__).resolve().parents[3] / "data" / "sim"
 
 
 def _run(exp_path: Path, out: Path, hashseed: str) -> None:

@@ -24,7 +24,7 @@ from ha.errors import BadInput
 from ha.experiment.config import parse_experiment
 from ha.experiment.runner import ExperimentRunner
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "sim"
+DATA = Path(__file__).resolve().parents[3] / "data" / "sim"
 
 ENGINES = ["sim", pytest.param("live", marks=pytest.mark.skipif(
     os.environ.get("HA_LIVE_FAULT_EFFECTS") != "1",
@@ -288,7 +288,7 @@ def test_bind_order_switch_reaches_the_sim_run_whose_sessions_run_inline(tmp_pat
     there it changes nothing: a session runs inline on the virtual loop, so the clear it writes
     after releasing the cache lock still goes out before the bind worker's next turn (the race the
     switch brings back needs the live engine's threads: tests/cluster_state/test_bind_clear_order.py)."""
-    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" /
+    doc = yaml.safe_load((Path(__file__).resolve().parents[4] / "examples" /
                           "seed000-current-vs-proposed.yaml").read_text())
     doc.update(duration="14s", profile="pr5045")
     seen = {}

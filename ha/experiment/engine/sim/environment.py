@@ -4,7 +4,7 @@ instead of threads, Redis and the wall clock when it runs under the virtual-time
 * ``clock``: :class:`SimScaledClock` — ``ha.runtime.clock.ScaledClock`` over the sim clock (so the
   clock-rate fault works unchanged);
 * pause (SIGSTOP): the loop holds every callback of this life's tasks (they run in a context whose
-  ``ha.sim.loop.PROCESS`` is this life) until resume — sleeps, timeouts and wake-ups included;
+  ``ha.experiment.engine.sim.loop.PROCESS`` is this life) until resume — sleeps, timeouts and wake-ups included;
 * blocking work runs inline, on the loop, in a fixed order; the virtual time it takes comes from
   the cost model (:class:`Costs`), never from how long it really took: the session worker runs a
   session inline, then holds the worker for the modelled session time plus what its synchronous
@@ -198,7 +198,7 @@ class _TaskPollingWorker:
     order, so every other callback of the run keeps its place and its time; what it leaves out is
     the task's future, coroutine and step machinery, which a worker waking 200 times a virtual
     second while idle mostly spent its time on. ``stop()`` takes the hops a cancelled task takes
-    before its awaiter wakes (tests/sim/test_polling_worker.py runs both side by side).
+    before its awaiter wakes (tests/experiment/engine/sim/test_polling_worker.py runs both side by side).
     """
 
     def __init__(self, env: "SimEnvironment", name: str, step: Callable[[], bool], period_s: float,
@@ -311,7 +311,7 @@ class SimEnvironment:
         self.costs = costs
         self.link = link
         self.dead = False
-        self.process = process or name       # ha.sim.loop.PROCESS of this life's tasks
+        self.process = process or name       # loop.PROCESS of this life's tasks
         self.loop = loop
         self.clock = SimScaledClock(sim_clock, clock_rate)
         self._rng = random.Random(seed)
@@ -324,6 +324,15 @@ class SimEnvironment:
         if self.dead:
             raise rex.ConnectionError(f"{self.name}: process killed")
         self.link.check()
+
+    def kill(self) -> None:
+        """SIGKILL: nothing more of this life reaches the API server (every call raises), and the
+        Lease it holds is abandoned, not released: it stays until it expires, as a killed
+        process's does."""
+        self.dead = True
+        el = getattr(self.instance, "elector", None)
+        if el is not None:
+            el.abandon()
 
     def pause(self) -> None:
         """SIGSTOP: every callback of this life's tasks is held by the loop until :meth:`resume`."""

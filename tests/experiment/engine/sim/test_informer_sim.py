@@ -16,9 +16,9 @@ import msgpack
 from cluster_state.informer import Informer
 from cluster_state.memstore import MemoryServer
 from cluster_state.reflector import Backoff
-from ha.sim.loop import SimClock, VirtualTimeLoop, run
+from ha.experiment.engine.sim.loop import SimClock, VirtualTimeLoop, run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _pod(name: str, ns: str = "default") -> dict:
@@ -182,7 +182,7 @@ from cluster_state.delivery import DeliveryLog
 from cluster_state.informer import Informer
 from cluster_state.memstore import MemoryServer
 from cluster_state.reflector import Backoff
-from ha.sim.loop import SimClock, VirtualTimeLoop, run
+from ha.experiment.engine.sim.loop import SimClock, VirtualTimeLoop, run
 
 def scenario(seed):
     loop = VirtualTimeLoop()

@@ -1,12 +1,14 @@
-"""The sim engine: the whole run in one process under a virtual clock, deterministically.
+"""The sim engine (``--engine sim``, ``ha.experiment.engine.sim``): the whole run in one process
+under a virtual clock, deterministically. Its common base is ``ha.experiment.engine.base.EngineBase``.
 
 The same parts as the live engine — ``ha.runtime.instance.SchedulerInstance`` (informers, cache,
 sessions, leader election), ``ha.runtime.cluster.ClusterSim`` (kubelet, job controller, workload
 generator), the chaos schedule, the nemesis and its fault packages, the recorder and the checkers
 — only in another environment: the in-memory API server (``cluster_state.memstore``), the
-virtual-time loop (``ha.sim.loop``; no socket, thread or executor can be used on it), each
-instance's :class:`ha.sim.environment.SimEnvironment` (inline workers, the cost model, seeded ids)
-and :class:`ha.sim.targets.SimTargets` for the faults.
+virtual-time loop (``ha.experiment.engine.sim.loop``; no socket, thread or executor can be used on
+it), each instance's :class:`ha.experiment.engine.sim.environment.SimEnvironment` (inline workers, the
+cost model, seeded ids; the life's process: ``InstanceSlot.process``) and
+:class:`ha.experiment.engine.sim.targets.SimTargets` for the faults.
 
 It implements the driver's ``Engine`` protocol (``ha.experiment.driver``) and the lifecycle the
 runner calls (``start_redis`` = the in-memory API server, ``start_ray`` = nothing,
@@ -26,26 +28,35 @@ import random
 from pathlib import Path
 from typing import Any
 
+from ha.errors import BadInput
 from ha.experiment.config import Experiment
-from ha.experiment.lifecycle import (EngineParts, InstanceSlot, instance_chaos_options,
-                                     instance_kwargs, workload_config)
+from ha.experiment.engine.base import (EngineBase, InstanceSlot, instance_chaos_options, instance_kwargs,
+                                       workload_config)
+from ha.experiment.engine.sim.environment import Costs, Link, ServerPower, SimApiClient, SimEnvironment
+from ha.experiment.engine.sim.loop import DEFAULT_EPOCH, PROCESS, SimClock, VirtualTimeLoop, _cancel_all
+from ha.experiment.engine.sim.targets import SimTargets
 from ha.experiment.recorder import Observation, Recorder
-from ha.sim.environment import Costs, Link, ServerPower, SimApiClient, SimEnvironment
-from ha.sim.loop import DEFAULT_EPOCH, PROCESS, SimClock, VirtualTimeLoop, _cancel_all
 
 __all__ = ["SimEngine"]
 
 log = logging.getLogger(__name__)
 
 
-class SimEngine(EngineParts):
+class SimEngine(EngineBase):
     engine = "sim"
     redis_embedded = False
     redis_url = "memory"
     ray_address = "none (sim)"
 
     def __init__(self, exp: Experiment, out: Path, *, source: str,
-                 instance_options: dict[str, Any] | None = None):
+                 instance_options: dict[str, Any] | None = None,
+                 redis_url: str | None = None, ray_address: str | None = None):
+        if redis_url is not None or ray_address is not None:
+            raise BadInput("--engine sim runs in one process: --redis-url / --ray-address "
+                           "belong to the live engine")
+        if exp.schedulers.implementation == "volcano":
+            raise BadInput(f"--engine sim: schedulers.implementation {exp.schedulers.implementation} runs "
+                           "real processes; the sim engine runs the model only (use --engine live)")
         self.exp = exp
         self.out = Path(out)
         self.source = source
@@ -175,6 +186,7 @@ class SimEngine(EngineParts):
         inst.generation = f"{slot.name}-{slot.generation}"
         env.instance = inst
         slot.actor = inst
+        slot.process = env
         slot.pid = 10_000 + 100 * int(slot.name.rsplit("-", 1)[1]) + slot.generation
         slot.paused = False
         # the life's tasks run in a context of their own: pause freezes exactly those
@@ -193,12 +205,9 @@ class SimEngine(EngineParts):
         slot.paused = False
         if inst is None:
             return
-        env = inst.env
+        env = slot.process
         if crash:
-            env.dead = True
-            el = inst.elector
-            if el is not None:
-                el.abandon()
+            env.kill()
         env.resume()
         self.loop.create_task(inst.stop(), name=f"{slot.name}-stop-{slot.generation}")
 
@@ -209,16 +218,13 @@ class SimEngine(EngineParts):
     def start_nemesis(self) -> None:
         from chaos.faults import SELF_DRIVEN
         from chaos.nemesis import Nemesis
-        from ha.sim.targets import SimTargets
-        sched = self.chaos_schedule()
 
         async def epochs():
             for s in self.slots.values():
                 await s.actor.chaos_set_epoch(self.t0_wall)
         self._run(epochs())
-        live = [sf for sf in sched if sf.at < self.exp.duration]
-        sched_run = type(sched)(sched.seed, sched.instances, live)
-        self.nemesis = Nemesis(sched_run, SimTargets(self), clock=self.loop.time, self_driven=SELF_DRIVEN)
+        self.nemesis = Nemesis(self.run_schedule(), SimTargets(self), clock=self.loop.time,
+                               self_driven=SELF_DRIVEN)
         self.nemesis.t0 = self.t0
 
     def _record_faults(self) -> None:
@@ -243,13 +249,6 @@ class SimEngine(EngineParts):
                 log.warning("ending chaos: %s", e)
             self._record_faults()
 
-    def resolve_leader(self) -> str | None:
-        for name in sorted(self.slots):
-            s = self.slots[name]
-            if s.alive and not s.paused and s.actor is not None and s.actor.is_leader_now():
-                return name
-        return None
-
     # -- a tick --------------------------------------------------------------------------------
     def _observation(self, slot: InstanceSlot, data: dict) -> dict:
         """What a live observation carries of the host, replaced by the model's."""
@@ -257,7 +256,7 @@ class SimEngine(EngineParts):
         data.pop("generation", None)
         stats = dict(data.get("stats") or {})
         stats["pid"] = slot.pid
-        s = slot.actor.env.last_session_s
+        s = slot.process.last_session_s
         stats["last_session_ms"] = None if s is None else round(s * 1000.0, 3)
         # the host's CPU has no model: measured, it would make a run irreproducible
         stats["last_session_cpu_ms"] = stats["last_session_process_cpu_ms"] = None
@@ -292,7 +291,7 @@ class SimEngine(EngineParts):
             return {}
         for slot in self.slots.values():
             if slot.paused and slot.actor is not None:
-                slot.actor.env.resume()
+                slot.process.resume()
                 slot.paused = False
             slot.ended_alive = slot.alive
             if slot.alive and slot.actor is not None:
@@ -319,7 +318,7 @@ class SimEngine(EngineParts):
             async def stop_all():
                 for slot in self.slots.values():
                     if slot.actor is not None and slot.alive:
-                        slot.actor.env.resume()
+                        slot.process.resume()
                         await slot.actor.stop()
                 if self.cluster is not None:
                     await self.cluster.stop()

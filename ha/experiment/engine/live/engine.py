@@ -1,4 +1,6 @@
-"""The live engine's parts and their lives: start them, observe them, stop them.
+"""The live engine (``--engine live``, ``ha.experiment.engine.live``): the run's parts as real
+processes under wall-clock time — start them, observe them, stop them. Its common base is
+``ha.experiment.engine.base.EngineBase``; its targets are :class:`ha.experiment.engine.live.targets.LiveTargets`.
 
 Order of things (and of their undoing, in reverse, also on Ctrl-C / SIGTERM):
 
@@ -24,169 +26,25 @@ import os
 import signal
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ha.errors import BadInput
 from ha.experiment.config import Experiment
-from ha.experiment.objects import starting_objects
+from ha.experiment.engine.base import EngineBase, InstanceSlot, instance_chaos_options, instance_kwargs, workload_config
+from ha.experiment.engine.live.targets import LiveTargets
 from ha.experiment.recorder import Observation, Recorder
 
-__all__ = ["LiveLifecycle", "EngineParts", "InstanceSlot", "COUNTERS", "instance_kwargs", "instance_chaos_options",
-           "workload_config"]
+__all__ = ["LiveEngine"]
 
 log = logging.getLogger(__name__)
 
-COUNTERS = ("binds", "bind_conflicts", "bind_errors", "evictions", "evict_errors", "sessions",
-            "status_writes", "errors", "elections_lost", "fatal_cache_errors")
-
-
-@dataclass
-class InstanceSlot:
-    """One scheduler instance across its lives (a kill with restart_after starts a new one)."""
-    name: str
-    config: Any
-    actor: Any = None
-    pid: int | None = None
-    alive: bool = False
-    paused: bool = False
-    generation: int = 0
-    last_stats: dict[str, Any] = field(default_factory=dict)
-    carried: dict[str, int] = field(default_factory=dict)   # counters of earlier lives
-    ended_alive: bool = False
-    placement: dict[str, Any] = field(default_factory=dict)  # node_id, host, pid of this life
-
-    def total(self, key: str) -> int:
-        return int(self.last_stats.get(key) or 0) + int(self.carried.get(key, 0))
-
-    def carry(self) -> None:
-        for k in COUNTERS:
-            self.carried[k] = self.carried.get(k, 0) + int(self.last_stats.get(k) or 0)
-        self.last_stats = {}
-
-
-def instance_kwargs(exp: Experiment, name: str) -> dict[str, Any]:
-    """The engine-neutral part of an instance's ``InstanceConfig`` (mode, lease timing, profile,
-    configuration, seed); each engine adds where the API server and the delivery log are."""
-    s = exp.schedulers
-    return dict(name=name, mode=s.mode, standby=s.standby, resync=s.resync, period_s=s.period,
-                lease_duration=s.lease.duration, lease_renew_deadline=s.lease.renew_deadline,
-                lease_retry=s.lease.retry, profile=exp.profile, switches=dict(exp.switches),
-                scheduler_conf=exp.scheduler_conf_resolved(), scheduler_name=s.scheduler_name,
-                seed=exp.seed * 1000 + int(name.rsplit("-", 1)[1]))
-
-
-def instance_chaos_options(sched, name: str, *, informer_options: dict | None = None,
-                           wall_clock=None) -> dict[str, Any]:
-    """An instance's own chaos (``InstanceConfig`` fields): its scheduled faults plus the
-    ``leader`` API faults (``chaos_faults``), and watch hook factories when a watch fault can
-    reach it (``informer_options["hook_factories"]``: every incarnation gets fresh hooks, built
-    inside the instance). ``wall_clock``: the hooks' clock (default theirs: the system's)."""
-    from chaos.faults import API_FAULTS, WATCH_FAULTS
-    from chaos.injectors.watch import hook_factories
-    mine = sched.for_instance(name)
-    leader = [sf for sf in sched if sf.targets == ("leader",)]
-    kw: dict[str, Any] = {}
-    faults = tuple(mine) + tuple(sf for sf in leader if sf.name in API_FAULTS)
-    if faults:
-        kw["chaos_faults"] = faults
-    if any(sf.name in WATCH_FAULTS for sf in list(mine) + leader):
-        opts = dict(informer_options or {})
-        opts["hook_factories"] = hook_factories(sched, name, clock=wall_clock)
-        kw["informer_options"] = opts
-    return kw
-
-
-def workload_config(exp: Experiment):
-    """The workload generator's configuration (None: the experiment has no workload)."""
-    from ha.runtime.workload import WorkloadConfig
-    if exp.workload is None:
-        return None
-    # leaves only: with capacity's queue hierarchy a job of an inner queue is refused
-    queues = exp.leaf_queue_names()
-    return WorkloadConfig.from_experiment(exp.workload, duration_s=exp.duration,
-                                          queues=queues or ["default"],
-                                          scheduler_name=exp.schedulers.scheduler_name)
-
-
-class EngineParts:
-    """What every engine's lifecycle shares (the live one here, ``ha.sim.engine.SimEngine``):
-    the starting objects, the chaos schedule, lives in the history, the final API state. Needs
-    ``exp``, ``source``, ``api`` (a sync API client), ``slots``, ``recorder``, ``nemesis``,
-    ``schedule``."""
-
-    def create_cluster_objects(self) -> None:
-        from cluster_state.errors import ApiError
-        objs = starting_objects(self.exp, self.source)
-        for obj in objs.in_order():
-            md = obj["metadata"]
-            what = f"{obj['kind']} {md.get('namespace', '') + '/' if md.get('namespace') else ''}{md['name']}"
-            try:
-                self.api.create(obj)
-            except ApiError as e:
-                raise BadInput(f"{self.source}: creating {what}: {e}") from None
-        self.object_counts = objs.counts()
-
-    def record_life(self, t: float, name: str, event: str, **info: Any) -> None:
-        slot = self.slots[name]
-        if event in ("kill", "crash"):
-            slot.carry()
-        if self.recorder is not None:
-            self.recorder.life(t, name, event, slot.generation, **info)
-
-    def has_fault(self, fault: str) -> bool:
-        return any(c.fault == fault for c in self.exp.chaos)
-
-    def chaos_schedule(self):
-        if self.schedule is None:
-            from chaos.schedule import build_schedule
-            self.schedule = build_schedule(self.exp.chaos, self.exp.seed, self.exp.instance_names())
-        return self.schedule
-
-    def next_chaos_t(self) -> float | None:
-        nem = self.nemesis
-        if nem is None or not nem.pending():
-            return None
-        return nem._timeline[nem._next].t
-
-    def note_leaders(self, out: list) -> None:
-        """The leader as the observations report it (several in active-active); an observation
-        round without one clears it, except in active-active where nobody leads."""
-        leaders = sorted(o.name for o in out if o.data and (o.data.get("digest") or {}).get("is_leader"))
-        if leaders:
-            self.leader = ",".join(leaders)
-        elif self.exp.schedulers.mode != "active-active":
-            self.leader = None
-
-    def final_api_state(self, attempts: int = 20) -> dict[str, Any] | None:
-        """What the API server holds at the end, ``{"rv", "kinds": {kind: {key: resourceVersion}}}``
-        (the consistency checker folds the events up to ``rv`` and compares). The kinds are listed
-        one by one while the cluster may still run (live), so the listing counts only when the RV
-        did not move across it (retried; ``quiet`` says whether it succeeded)."""
-        from ha.experiment.recorder import TRUTH_KINDS
-        from ha.experiment.checkers._fold import key_of
-        state = None
-        try:
-            for _ in range(attempts):
-                rv0 = int(self.api.current_resource_version())
-                kinds = {kind: {key_of(o): int(o["metadata"]["resourceVersion"]) for o in self.api.list(kind).items}
-                         for kind in TRUTH_KINDS if kind != "Lease"}
-                rv1 = int(self.api.current_resource_version())
-                state = {"rv": rv1, "kinds": kinds, "quiet": rv0 == rv1}
-                if rv0 == rv1:
-                    break
-                time.sleep(0.05)
-        except Exception as e:  # noqa: BLE001 — Redis gone: the checker says why it is absent
-            log.info("final API state: %s", e)
-        return state
-
-
-class LiveLifecycle(EngineParts):
+class LiveEngine(EngineBase):
     engine = "live"
 
-    def __init__(self, exp: Experiment, out: Path, *, redis_url: str | None, ray_address: str | None,
-                 source: str, instance_options: dict[str, Any] | None = None):
+    def __init__(self, exp: Experiment, out: Path, *, source: str,
+                 instance_options: dict[str, Any] | None = None,
+                 redis_url: str | None = None, ray_address: str | None = None):
         self.exp = exp
         self.out = out
         self.redis_url = redis_url
@@ -438,17 +296,12 @@ class LiveLifecycle(EngineParts):
         import ray
         from chaos.faults import SELF_DRIVEN
         from chaos.nemesis import Nemesis
-        from ha.experiment.live_targets import LiveTargets
-        sched = self.chaos_schedule()
         # the instances' hooks run the schedule from the run's start (wall clock)
-        ray.get([s.actor.chaos_call.remote("set_epoch", self.t0_wall) for s in self.slots.values()],
+        ray.get([s.actor.chaos_set_epoch.remote(self.t0_wall) for s in self.slots.values()],
                 timeout=60)
         for ep in self.endpoints.values():     # external instances: their chaos is at the endpoint
             self.front.run(ep.chaos.set_epoch(self.t0_wall))
-        until = self.exp.duration
-        live = [sf for sf in sched if sf.at < until]
-        sched_run = type(sched)(sched.seed, sched.instances, live)
-        self.nemesis = Nemesis(sched_run, LiveTargets(self),
+        self.nemesis = Nemesis(self.run_schedule(), LiveTargets(self),
                                self_driven=SELF_DRIVEN)
         self.nemesis.t0 = self.t0_mono
 

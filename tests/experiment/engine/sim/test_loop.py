@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ha.sim.loop import (DEFAULT_EPOCH, SimClock, SimDeadline, SimDeadlock, SimForbidden, VirtualTimeLoop,
+from ha.experiment.engine.sim.loop import (DEFAULT_EPOCH, SimClock, SimDeadline, SimDeadlock, SimForbidden, VirtualTimeLoop,
                          WallClock, run)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_many_sleeping_tasks_finish_in_virtual_time():
@@ -192,7 +192,7 @@ def test_threads_sockets_and_executors_are_refused():
 # dicts keyed by strings; its trace must not depend on the process (hash seed, timing)
 PROGRAM = r'''
 import asyncio, hashlib, json, random, sys
-from ha.sim.loop import run
+from ha.experiment.engine.sim.loop import run
 
 def program(seed):
     rng = random.Random(seed)
@@ -254,7 +254,7 @@ def test_a_paused_process_is_frozen_until_resumed():
     other tasks go on; an unpaused run is the control."""
     import contextvars
 
-    from ha.sim.loop import PROCESS
+    from ha.experiment.engine.sim.loop import PROCESS
 
     def trace_of(pause: bool) -> list:
         loop = VirtualTimeLoop()
