@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from chaos.faults.base import Draw, FaultPackage, each
+from chaos.faults.base import Draw, FaultPackage, call, each
 from chaos.faults.fields import FaultParams, Kinds, Target
 
 
@@ -29,8 +29,11 @@ class WatchExpire(FaultPackage):
 
     async def fire(self, targets, sf, names):
         kinds = sf.fault.kinds
-        return await each(targets, names, "watch",
-                          lambda w: f"relist {','.join(w.expire(kinds)) or 'none'}")
+
+        async def relist(w) -> str:
+            # a hook's expire is a plain call on the live engine and a coroutine on the sim's
+            return f"relist {','.join(await call(w.expire, kinds)) or 'none'}"
+        return await each(targets, names, "watch", relist)
 
 
 FAULT = WatchExpire()

@@ -142,6 +142,14 @@ def _relisted(summary, metrics, out):
     assert s2["informers"]["Pod"]["relists"] >= 1
 
 
+def _leader_relisted(summary, metrics, out):
+    """Fired through the engine's targets (a leader is resolved at the moment), not the
+    instance's own schedule: some instance's Pod informer relisted."""
+    assert sum(s["informers"]["Pod"]["relists"] for s in _final_instances(metrics).values()) >= 1
+    fired = [r for r in jsonl(out / "history" / "faults.jsonl") if r["fault"] == "watch-expire"]
+    assert fired and all("relist Pod" in r["detail"] for r in fired), fired
+
+
 def _api_delayed(summary, metrics, out):
     api = [(s.get("chaos") or {}).get("api") or {} for s in _final_instances(metrics).values()]
     assert sum(a.get("delayed", 0) for a in api) > 0
@@ -173,6 +181,8 @@ FAULT_EFFECTS = {
                      "kinds": ["Pod"]}, _stale_target),
     "watch-expire": ({"at": "5s", "fault": "watch-expire", "target": "scheduler-2", "kinds": ["Pod"]},
                      _relisted),
+    "watch-expire-leader": ({"at": "5s", "fault": "watch-expire", "target": "leader", "kinds": ["Pod"]},
+                            _leader_relisted),
     "api-latency": ({"at": "1s", "for": "8s", "fault": "api-latency", "target": "all",
                      "delay": {"dist": "fixed", "value": "50ms"}}, _api_delayed),
     "api-conflict": ({"at": "1s", "for": "8s", "fault": "api-conflict", "probability": 0.5,
@@ -196,7 +206,8 @@ def test_fault_has_its_effect(fault, engine, tmp_path):
     check(summary, metrics, out)
 
 
-@pytest.mark.parametrize("fault", ["watch-delay", "partition", "api-conflict", "redis-restart"])
+@pytest.mark.parametrize("fault", ["watch-delay", "partition", "api-conflict", "redis-restart",
+                                   "watch-expire-leader"])
 def test_without_the_fault_the_effect_is_absent(fault, tmp_path):
     """The checks above can fail: the same run without chaos does not pass them."""
     _entry, check = FAULT_EFFECTS[fault]
