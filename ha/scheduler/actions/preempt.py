@@ -230,6 +230,23 @@ class PreemptAction:
 
     def normal_preempt(self, ssn: Any, stmt: Statement, preemptor: Any, filter_fn: Callable[[Any], bool],
                        predicate_nodes: list[Any]) -> bool:
+        # Most attempts find no node whose victims would make room. Victims are asked of every
+        # node first, in the order the nodes came: the preemptable functions and the scoring
+        # only read the session, so while nothing is evicted a node's victims are the same
+        # whichever order the nodes are visited in; with no node enough the result is False
+        # whatever the scores, and the scoring (the larger part of an attempt) is skipped. When
+        # a node is enough, the nodes are scored and visited in their order as before, each
+        # using the victims found here until the first eviction changes the session.
+        candidates: dict[str, tuple[list[Any], bool]] = {}
+        enough = False
+        for node in predicate_nodes:
+            preemptees = [t.clone() for t in list(node.tasks.values()) if filter_fn is None or filter_fn(t)]
+            victims = ssn.preemptable(preemptor, preemptees)
+            ok = victims_suffice(preemptor, node, victims)
+            candidates[node.name] = (victims, ok)
+            enough = enough or ok
+        if not enough:
+            return False
         scores = prioritize_nodes(preemptor, predicate_nodes, ssn.batch_node_order_fn, ssn.node_order_map_fn,
                                   ssn.node_order_reduce_fn)
         selected = sort_nodes(scores)
@@ -238,11 +255,18 @@ class PreemptAction:
             return False
         current_queue = ssn.queues.get(job.queue)
         assigned = False
+        evicted = False
         for node in selected:
-            preemptees = [t.clone() for t in list(node.tasks.values()) if filter_fn is None or filter_fn(t)]
-            victims = ssn.preemptable(preemptor, preemptees)
-            if not victims_suffice(preemptor, node, victims):
+            found = None if evicted else candidates.get(node.name)
+            if found is not None:
+                victims, ok = found
+            else:
+                preemptees = [t.clone() for t in list(node.tasks.values()) if filter_fn is None or filter_fn(t)]
+                victims = ssn.preemptable(preemptor, preemptees)
+                ok = victims_suffice(preemptor, node, victims)
+            if not ok:
                 continue
+            evicted = True
             vq = ssn.build_victims_priority_queue(victims, preemptor)
             preempted_any = False
             while not vq.empty():
