@@ -193,6 +193,64 @@ def test_priority_queue_pops_in_order_and_matches_go_heap_on_ties():
     assert q.pop() is None and q.empty()
 
 
+def _go_heap_pops(less, pushes_and_pops):
+    """Go's container/heap (heap.Push: append + up; heap.Pop: swap 0 and n-1, down(0, n-1),
+    take the last), written out plainly: the reference the queue must match pop for pop."""
+    h, out = [], []
+
+    def up(j):
+        while True:
+            i = (j - 1) // 2
+            if i == j or j <= 0 or not less(h[j], h[i]):
+                break
+            h[i], h[j] = h[j], h[i]
+            j = i
+
+    def down(i, n):
+        while True:
+            j1 = 2 * i + 1
+            if j1 >= n or j1 < 0:
+                break
+            j = j1
+            if j1 + 1 < n and less(h[j1 + 1], h[j1]):
+                j = j1 + 1
+            if not less(h[j], h[i]):
+                break
+            h[i], h[j] = h[j], h[i]
+            i = j
+
+    for op in pushes_and_pops:
+        if op is None:
+            if h:
+                n = len(h) - 1
+                h[0], h[n] = h[n], h[0]
+                down(0, n)
+                out.append(h.pop())
+        else:
+            h.append(op)
+            up(len(h) - 1)
+    return out
+
+
+def test_priority_queue_matches_go_heap_pop_for_pop_with_many_ties():
+    import random
+    rng = random.Random(5)
+    less = lambda a, b: a[0] < b[0]   # noqa: E731 -- ties on the key, told apart by the tag
+    for _ in range(200):
+        ops = [None if rng.random() < 0.3 else (rng.randrange(4), i) for i in range(rng.randrange(1, 40))]
+        q, got = PriorityQueue(less), []
+        for op in ops:
+            if op is None:
+                if not q.empty():
+                    got.append(q.pop())
+            else:
+                q.push(op)
+        while not q.empty():
+            got.append(q.pop())
+        want = _go_heap_pops(less, ops + [None] * len(ops))
+        assert got == want
+
+
 # -- conf -------------------------------------------------------------------------------------
 
 def test_conf_from_dict_flags_and_errors():

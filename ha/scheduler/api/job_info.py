@@ -458,12 +458,16 @@ class JobInfo:
                 n += len(ts)
         return n
 
+    # (the pending best-effort tasks, a walk over the pending ones, are counted only when the
+    # other counts fall short: every count is at least 0; gang's job order asks is_ready of both
+    # jobs at every comparison)
     def is_ready(self) -> bool:
-        return self.ready_task_num() + self.pending_best_effort_task_num() >= self.min_available
+        n = self.ready_task_num()
+        return n >= self.min_available or n + self.pending_best_effort_task_num() >= self.min_available
 
     def is_pipelined(self) -> bool:
-        return (self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort_task_num()
-                >= self.min_available)
+        n = self.waiting_task_num() + self.ready_task_num()
+        return n >= self.min_available or n + self.pending_best_effort_task_num() >= self.min_available
 
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available

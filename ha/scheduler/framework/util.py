@@ -34,17 +34,29 @@ class PriorityQueue:
             return i < j
         return self._less(self._items[i], self._items[j])
 
+    # _up and _down compare through ``less`` directly (``_lt``'s rule, inlined: these are the
+    # hottest loops of preempt's and allocate's job and task queues)
     def _up(self, j: int) -> None:
         items = self._items
+        less = self._less
+        if less is None:
+            while True:
+                i = (j - 1) // 2
+                if j <= 0 or i == j or not j < i:
+                    break
+                items[i], items[j] = items[j], items[i]
+                j = i
+            return
         while True:
             i = (j - 1) // 2
-            if j <= 0 or i == j or not self._lt(j, i):
+            if j <= 0 or i == j or not less(items[j], items[i]):
                 break
             items[i], items[j] = items[j], items[i]
             j = i
 
     def _down(self, i0: int, n: int) -> None:
         items = self._items
+        less = self._less
         i = i0
         while True:
             j1 = 2 * i + 1
@@ -52,10 +64,16 @@ class PriorityQueue:
                 break
             j = j1
             j2 = j1 + 1
-            if j2 < n and self._lt(j2, j1):
-                j = j2
-            if not self._lt(j, i):
-                break
+            if less is None:
+                if j2 < n and j2 < j1:
+                    j = j2
+                if not j < i:
+                    break
+            else:
+                if j2 < n and less(items[j2], items[j1]):
+                    j = j2
+                if not less(items[j], items[i]):
+                    break
             items[i], items[j] = items[j], items[i]
             i = j
 

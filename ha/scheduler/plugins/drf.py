@@ -64,8 +64,12 @@ class DrfPlugin:
         attr.dominant_resource, attr.share = calculate_share(attr.allocated, self.total_resource, self._dims)
 
     def _attr(self, job_id: str) -> DrfAttr:
-        # Jobs appear only at session open in Volcano; tolerate strays instead of crashing.
-        return self.job_attrs.setdefault(job_id, DrfAttr())
+        # Jobs appear only at session open in Volcano; tolerate strays instead of crashing
+        # (a stray's DrfAttr is built only for it: preempt asks this of every candidate victim).
+        attr = self.job_attrs.get(job_id)
+        if attr is None:
+            attr = self.job_attrs[job_id] = DrfAttr()
+        return attr
 
     def share_of(self, job_id: str) -> float:
         return self._attr(job_id).share
