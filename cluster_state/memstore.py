@@ -493,6 +493,9 @@ class MemoryServer:
     def _xread_now(self, *args) -> list | None:
         """XREAD without waiting (the sync client's, and the check before an async wait)."""
         _block, key, after = self._xread_args(args)
+        return self._xread_after(key, after)
+
+    def _xread_after(self, key: str, after: int) -> list | None:
         st = self._stream_of(key)
         i = bisect.bisect_right(st.rvs, after)
         if i < len(st.rvs):
@@ -502,8 +505,8 @@ class MemoryServer:
     async def xread_block(self, args: tuple) -> list | None:
         """XREAD BLOCK: the entry after the given ID, waiting up to the block time (an asyncio
         timeout: virtual under the sim loop) for the kind's next write."""
-        block, key, _after = self._xread_args(args)
-        got = self._xread_now(*args)
+        block, key, after = self._xread_args(args)    # parsed once for both looks
+        got = self._xread_after(key, after)
         if got is not None or block <= 0:
             return got
         kind = self._kind_of(key, "ev")
@@ -517,7 +520,7 @@ class MemoryServer:
             ws = self._waiters.get(kind)   # type: ignore[arg-type]
             if ws and fut in ws:
                 ws.remove(fut)
-        return self._xread_now(*args)
+        return self._xread_after(key, after)
 
     def _del(self, *keys: str) -> int:
         n = 0

@@ -34,6 +34,7 @@ __all__ = ["SchedulerCache", "BindContext", "HANDLER_STEMS"]
 log = logging.getLogger(__name__)
 
 _S = TaskStatus
+_STATUS_NAME = {s: str(s) for s in TaskStatus}   # digest(): a status's name, looked up
 PENDING, ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, RELEASING, SUCCEEDED, FAILED = (
     _S.PENDING, _S.ALLOCATED, _S.PIPELINED, _S.BINDING, _S.BOUND, _S.RUNNING, _S.RELEASING,
     _S.SUCCEEDED, _S.FAILED)
@@ -1189,15 +1190,21 @@ class SchedulerCache:
     def digest(self) -> dict:
         """{"tasks": {uid: [status, node]}, "nodes": {name: {"idle", "used", "releasing", "pipelined"}}}
         Status in Volcano's spelling ("Pipelined"); resources in plain units (Resource.to_plain)."""
+        # (asked every measurement tick of every task: a status's name is looked up, not
+        # formatted through the enum's __str__)
+        names, ts = _STATUS_NAME, TaskStatus
         with self.mutex:
             tasks: dict[str, list] = {}
             for job in self.jobs.values():
                 for t in job.tasks.values():
-                    tasks[t.uid] = [str(t.status), t.node_name]
+                    st = t.status
+                    tasks[t.uid] = [names[st] if type(st) is ts else str(st), t.node_name]
             nodes: dict[str, dict] = {}
             for name, ni in self.nodes.items():
                 for t in ni.tasks.values():
-                    tasks.setdefault(t.uid, [str(t.status), t.node_name])
+                    if t.uid not in tasks:
+                        st = t.status
+                        tasks[t.uid] = [names[st] if type(st) is ts else str(st), t.node_name]
                 nodes[name] = ni.to_dict()
             return {"tasks": dict(sorted(tasks.items())), "nodes": dict(sorted(nodes.items()))}
 
