@@ -295,3 +295,16 @@ def test_conf_from_scenario_file():
     gang = c.tiers[0].plugins[1]
     assert gang.name == "gang" and gang.enabled_job_pipelined and not gang.is_enabled("enabled_job_ready")
     assert c.action_arguments("preempt").get_bool("enableTopologyAwarePreemption", True) is False
+
+
+def test_compare_task_reads_name_indexes_the_same_from_its_table():
+    from ha.scheduler.framework import util
+    a = SimpleNamespace(uid="u2", name="job-a-2", creation_timestamp=5.0)
+    b = SimpleNamespace(uid="u1", name="job-a-10", creation_timestamp=1.0)
+    c = SimpleNamespace(uid="u0", name="job-a-x", creation_timestamp=3.0)
+    d = SimpleNamespace(uid="u3", name="solo", creation_timestamp=3.0)
+    for _ in range(2):   # the first round fills the name table, the second reads it
+        assert util.compare_task(a, b) is True and util.compare_task(b, a) is False   # 2 < 10, not "10" < "2"
+        assert util.compare_task(b, c) is True    # no integer index: creation time decides
+        assert util.compare_task(c, d) is True    # same creation time: the uid decides
+        assert util._NAME_INDEX["job-a-10"] == 10 and util._NAME_INDEX["job-a-x"] is None

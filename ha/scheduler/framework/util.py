@@ -290,12 +290,31 @@ def get_pod_index_under_task(name: str) -> str:
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
+# a pod name's index as compare_task reads it (None: not an integer); the task queues compare
+# the same few names over and over, each comparison parsing both names again
+_NAME_INDEX: dict[str, int | None] = {}
+_NAME_INDEX_MAX = 65536
+
+
+def _name_index(name: str) -> int | None:
+    try:
+        return _NAME_INDEX[name]
+    except KeyError:
+        pass
+    s = get_pod_index_under_task(name)
+    idx = int(s) if _INT_RE.match(s) else None
+    if len(_NAME_INDEX) >= _NAME_INDEX_MAX:
+        _NAME_INDEX.clear()
+    _NAME_INDEX[name] = idx
+    return idx
+
+
 def compare_task(lv: Any, rv: Any) -> bool:
     """``helpers.CompareTask``: pod-name index, then pod creation time, then UID."""
-    ls = get_pod_index_under_task(lv.name)
-    rs = get_pod_index_under_task(rv.name)
-    if _INT_RE.match(ls) and _INT_RE.match(rs) and int(ls) != int(rs):
-        return int(ls) < int(rs)
+    li = _name_index(lv.name)
+    ri = _name_index(rv.name)
+    if li is not None and ri is not None and li != ri:
+        return li < ri
     lt = _pod_creation(lv)
     rt = _pod_creation(rv)
     if lt == rt:
