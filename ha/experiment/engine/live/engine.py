@@ -165,8 +165,8 @@ class LiveEngine(EngineBase):
                              retry_outages_s=60.0 if self.has_fault("redis-restart") else 0.0)
 
     def start_parts(self, recorder: Recorder) -> None:
-        """Proxies, instances, cluster actor, nemesis; run time 0 is when the workload starts (and,
-        for vc-scheduler instances, when their processes start)."""
+        """Proxies, instances, cluster actor, nemesis; run time 0 is when the workload starts and
+        the instances start (model actors and vc-scheduler processes alike)."""
         import ray
         from ha.runtime.cluster import create_cluster_actor
         self.recorder = recorder
@@ -180,15 +180,13 @@ class LiveEngine(EngineBase):
         self.planned = placement.plan(placement.ray_nodes(), list(self.slots), self.driver_node)
         for slot in self.slots.values():
             slot.actor = self.new_instance_actor(slot)
-        if self.external:
-            # vc-scheduler runs its first session as soon as its cache has synced (its session
-            # loop runs at once, then every period), so a process started before the world would
-            # schedule, evict and bind while no kubelet or job controller runs -- for as long as
-            # the cluster actor takes to start (seconds of Ray worker start-up), at negative run
-            # time. The supervisors' actors are made ready here; the processes start at run time 0.
-            ray.get([s.actor.ping.remote() for s in self.slots.values()], timeout=120)
-        else:
-            ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
+        # A scheduler runs its first session as soon as its cache has synced, so an instance
+        # started before the world would schedule, evict and bind while no kubelet or job
+        # controller runs -- for as long as the cluster actor takes to start (seconds of Ray worker
+        # start-up), at negative run time, and a fixed workload's timeline would run ahead of the
+        # chaos schedule. The actors are made ready here; the instances start at run time 0, as
+        # on the sim engine.
+        ray.get([s.actor.ping.remote() for s in self.slots.values()], timeout=120)
         self.cluster_actor = create_cluster_actor(self.cluster_config(), name=f"cluster-{self.run_id}",
                                                   max_restarts=0,
                                                   scheduling_strategy=placement.strategy(self.driver_node)
@@ -197,8 +195,7 @@ class LiveEngine(EngineBase):
         self.t0_mono = time.monotonic()
         self.t0_wall = time.time()
         recorder.t0_wall = self.t0_wall
-        if self.external:
-            ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
+        ray.get([s.actor.start.remote() for s in self.slots.values()], timeout=120)
         for slot in self.slots.values():
             slot.alive = True
             self.note_started(slot, event="start")
