@@ -2,9 +2,10 @@
 Ray) with a watch-delay on one instance, a partition of another, API conflicts on the leader and a
 Redis restart; then the replay of a standby's delivery log against a digest taken live.
 
-Profile pr5045-s6fixed: PR #5045's machinery without its S4 crash, which restarted scheduler-1 and
-scheduler-2 at random (a CI run where both restarted had no instance left to check the Redis
-restart and the replay against)."""
+Profile v1.14: its instances restart only when the chaos makes them (PR #5045's profiles end a
+process on S4's fatal error and on drf's un-pipeline panic, which restarted scheduler-1 and
+scheduler-2 at random: a run where both restarted had no instance left to check the Redis restart
+and the replay against)."""
 from __future__ import annotations
 
 import csv
@@ -25,7 +26,7 @@ EXP = """\
 name: chaos-wired
 seed: 11
 duration: 18s
-profile: pr5045-s6fixed
+profile: v1.14
 cluster: {nodes: 4, node: {cpu: 8, memory: 16Gi, pods: 110}}
 queues: [{name: q1}]
 workload: {arrivals: poisson, rate: 4/s, gang_size: [1, 3], runtime: [1s, 3s], queues: [q1],
