@@ -1,7 +1,7 @@
 """Scheduler configuration: actions, plugin tiers with their ``enabled*`` flags, action arguments.
 
-Mirrors Volcano's ``pkg/scheduler/conf`` (``SchedulerConfiguration``, ``Tier``, ``PluginOption``,
-``Configuration``) and its action arguments.
+Mirrors Volcano's scheduler configuration types (``SchedulerConfiguration``, ``Tier``,
+``PluginOption``, ``Configuration``) and its action arguments.
 
 Flag semantics (docs/volcano-semantics.md §5.2): the session aggregators treat an unset flag (None) as
 *disabled*. Production YAML runs ``ApplyPluginConfDefaults``, which turns every unset flag on; the

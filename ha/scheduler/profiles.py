@@ -3,10 +3,10 @@
 Each part of each proposed fix is one switch so that an experiment can turn one on at a time.
 
 Profiles ``v1.14``, ``seed000``, ``pr5045``, ``pr5045-fixed``, ``annotations`` and
-``nomination-only`` are the contract (docs/design.md). ``seed000`` is seed 000 — PR #5045's design
-document as of ba1e9c5bd — exactly as written, incl. Problem 2's fast-path un-pipeline
-(``fastpath_unpipeline``); ``pr5045`` is the PR's head 2053c7114, which removed that rule and added
-the overflow pre-pass (``overflow_unpipeline``). ``pr5045-s4fixed`` extends that contract: it is
+``nomination-only`` are the contract (docs/design.md). ``seed000`` is PR #5045's design exactly as
+its description states it, incl. the fast-path un-pipeline (``fastpath_unpipeline``); ``pr5045`` is
+the PR's head 2053c7114, which removed that rule and added the overflow pre-pass
+(``overflow_unpipeline``); docs/volcano-semantics.md §15 says where the two differ. ``pr5045-s4fixed`` extends that contract: it is
 ``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for docs/volcano-semantics.md S4 (a task the
 cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler);
 ``pr5045-s6fixed`` adds ``refresh_guarded_pod``, the fix for S6's stale pod copy (every write
@@ -20,7 +20,7 @@ seed's rule; it now means ``overflow_unpipeline``.
 What ``seed000`` shares with ``pr5045`` beyond the seed's text (the model ties it to
 ``cache_pipeline``): an un-pipeline recorded in a Statement reaches the cache at commit
 (``Cache.UnPipeline``, head only; the seed's own ``fastpath_unpipeline`` un-pipelines in the
-session only, as ba1e9c5bd did), and AddBindTask clears the nomination (head only).
+session only, as the design describes), and AddBindTask clears the nomination (head only).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Switches:
     pipelined_first: bool = False           # allocate: pipelined jobs first, pipelined tasks before pending ones
     repipeline_guard: bool = False          # Pipeline of a task already pipelined on that node is a no-op
     update_task_on_allocate: bool = False   # Allocate of a task already on the node uses UpdateTask (Problem 1)
-    # seed 000's Problem 2 (ba1e9c5bd): the nominated-node fast path takes every task with a
+    # the design's nominated-node fast path takes every task with a
     # nomination; a task Pipelined on that node whose FutureIdle no longer fits is un-pipelined in
     # the session (Statement.UnPipeline: session only, nothing recorded) and goes through the
     # normal node scan. Removed at the PR head.
@@ -113,7 +113,7 @@ class Switches:
         return [k for k, v in asdict(self).items() if v]
 
 
-# seed 000's six changes and five Problems, as written (ba1e9c5bd): no self-exclusion ("do not
+# the design's changes as written: no self-exclusion ("do not
 # add the task's own request back"), Problem 2 as the fast-path un-pipeline
 _SEED000 = Switches(cache_pipeline=True, three_way_commit=True, pipelined_first=True,
                     repipeline_guard=True, update_task_on_allocate=True, fastpath_unpipeline=True,
@@ -126,7 +126,7 @@ PROFILES: dict[str, Switches] = {
     "v1.14": Switches(),
     # the proposal as designed: every switch the design describes, none it leaves out
     "seed000": _SEED000,
-    # the PR as coded at 2053c7114: seed 000 without its Problem-2 fast-path un-pipeline, plus the
+    # the PR as coded at 2053c7114: seed000 without its fast-path un-pipeline, plus the
     # overflow pre-pass; like seed 000, no self-exclusion (S1)
     "pr5045": _PR5045,
     "pr5045-fixed": replace(_PR5045, self_exclusion=True),

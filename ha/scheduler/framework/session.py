@@ -46,8 +46,7 @@ add_gang_victim_selector_fn     (preemptor_job, needed, candidates, ctx) -> dict
 =============================== ==================================================== ==========================
 
 Aggregators keep Volcano's exact tier and vote rules (docs/volcano-semantics.md §5.3, S9). The two
-seed-001 points (gang-aware eviction, framework/gang_eviction.py) are first-answer-wins in tier
-order; ``gang_evictable`` is one batched Preemptable/Reclaimable call with per-plugin overrides.
+gang-aware eviction points (framework/gang_eviction.py) are first-answer-wins in tier order; ``gang_evictable`` is one batched Preemptable/Reclaimable call with per-plugin overrides.
 """
 from __future__ import annotations
 
