@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
 import msgpack
+from .timeouts import wait_for
 
 # delivery types: watch event types, plus LIST (a list/relist barrier, RealFIFO) and REPLACED
 # (DeltaFIFO's per-object delta from a list)
@@ -167,7 +168,7 @@ class DelayHook:
                 self._wake.clear()
                 try:
                     # wake early if something with an earlier due time arrives
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    await wait_for(self._wake.wait(), wait)
                 except asyncio.TimeoutError:
                     pass
                 continue

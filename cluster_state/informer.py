@@ -33,6 +33,7 @@ from cluster_state.delivery import (ADDED, DELETED, LIST, MODIFIED, REPLACED,
                                     PassThrough, object_key, write_time_of)
 from cluster_state.fifo import DeltaFIFO, RealFIFO
 from cluster_state.reflector import Backoff, InformerStats, Reflector, page_events
+from cluster_state.timeouts import wait_for
 
 # GC settings for a long-lived scheduler-instance process that holds informer caches (measured in
 # `bench informer`, see BENCHMARKS.md): a collection's pause grows with the objects it walks, and
@@ -280,7 +281,7 @@ class Informer:
         if self._synced_event is None:
             raise RuntimeError(f"informer {self.name}: wait_for_sync before start")
         try:
-            await asyncio.wait_for(self._synced_event.wait(), timeout)
+            await wait_for(self._synced_event.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         return True

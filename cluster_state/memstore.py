@@ -45,6 +45,7 @@ from .client import ApiClient
 from .codec import decode, encode
 from .errors import CorruptObject, ServerError
 from .store import SCRIPTS, Command, Script, Store, Stream, Txn, keys_for
+from .timeouts import wait_for
 
 __all__ = ["MemoryServer", "MemApiClient", "AsyncMemApiClient", "SeqIds", "DEFAULT_EPOCH"]
 
@@ -513,7 +514,7 @@ class MemoryServer:
         fut = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(kind, []).append(fut)   # type: ignore[arg-type]
         try:
-            await asyncio.wait_for(fut, block)
+            await wait_for(fut, block)
         except asyncio.TimeoutError:
             return None
         finally:

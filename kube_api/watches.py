@@ -44,6 +44,7 @@ from kube_api.context import RequestContext, _truthy
 from kube_api.lists import parse_rv, table_module
 from kube_api.selectors import Selector
 from kube_api.status import KubeError, from_store_error, status_body
+from cluster_state.timeouts import wait_for
 
 __all__ = ["WatchOptions", "parse_watch_options", "watch", "WatchStream", "DEFAULT_TIMEOUT_S"]
 
@@ -365,7 +366,7 @@ async def watch(ctx: RequestContext) -> web.StreamResponse:
             if stream.lines:
                 continue
             try:
-                await asyncio.wait_for(stream.wake.wait(), min(left, 1.0))
+                await wait_for(stream.wake.wait(), min(left, 1.0))
             except asyncio.TimeoutError:
                 pass
         try:

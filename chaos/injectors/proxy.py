@@ -22,6 +22,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse, urlunparse
 
 from chaos.loop import LoopThread
+from cluster_state.timeouts import wait_for
 
 __all__ = ["RedisProxy", "ThreadedRedisProxy", "ProxyStats"]
 
@@ -99,7 +100,7 @@ class RedisProxy:
                 p.abort()
             self._pairs.clear()
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await wait_for(self._server.wait_closed(), 5)
             except (asyncio.TimeoutError, Exception):  # noqa: BLE001
                 pass
             self._server = None

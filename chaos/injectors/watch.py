@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from chaos.schedule import Schedule, ScheduledFault
+from cluster_state.timeouts import wait_for
 
 __all__ = ["WatchChaosHook", "WatchChaos", "hook_factories", "INFORMER_KINDS"]
 
@@ -300,7 +301,7 @@ class WatchChaosHook:
                 wait = min(wake_at) - self.clock()
                 if wait > 0:
                     try:
-                        await asyncio.wait_for(self._wake.wait(), min(wait, 3600.0))
+                        await wait_for(self._wake.wait(), min(wait, 3600.0))
                     except asyncio.TimeoutError:
                         pass
             else:

@@ -20,6 +20,7 @@ import time
 import uuid
 
 from ha.bench import BenchResult
+from cluster_state.timeouts import wait_for
 
 N_NODES = 1000
 GANG = 10
@@ -162,7 +163,7 @@ async def _e2e(url: str, n_nodes: int, n_pods: int, gang: int, timeout_s: float)
                 "last_session_ms": st.get("last_session_ms")}
     finally:
         try:
-            await asyncio.wait_for(inst.stop(), 30)
+            await wait_for(inst.stop(), 30)
         except asyncio.TimeoutError:   # a stuck stop must not hang the benchmark
             print("e2e: the instance did not stop within 30 s", file=sys.stderr)
         api.close()

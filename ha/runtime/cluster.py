@@ -20,6 +20,7 @@ from ha.runtime.kubelet import Kubelet, KubeletConfig
 from ha.runtime.mirror import KindMirror
 from ha.runtime.tasks import cancel_and_wait
 from ha.runtime.workload import WorkloadConfig, WorkloadGenerator
+from cluster_state.timeouts import wait_for
 
 __all__ = ["ClusterConfig", "ClusterSim", "create_cluster_actor"]
 
@@ -204,14 +205,14 @@ class ClusterSim:
         if self.world_ready is None:
             return False
         try:
-            await asyncio.wait_for(self.world_ready.wait(), timeout)
+            await wait_for(self.world_ready.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False
 
     async def wait_workload_done(self, timeout: float | None = None) -> bool:
         try:
-            await asyncio.wait_for(self.workload_done.wait(), timeout)
+            await wait_for(self.workload_done.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False

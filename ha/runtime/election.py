@@ -36,6 +36,7 @@ from typing import Any, Awaitable, Callable
 from cluster_state.aio import shielded
 from ha.errors import BadInput
 from ha.runtime.clock import ScaledClock
+from cluster_state.timeouts import wait_for
 
 __all__ = ["JITTER_FACTOR", "LeaderElectionConfig", "LeaderCallbacks", "LeaderElector", "Fence",
            "LEASE_API_VERSION"]
@@ -203,8 +204,8 @@ class LeaderElector:
                 ok = False
                 if remaining > 0:
                     try:
-                        ok = await asyncio.wait_for(self._try_acquire_or_renew(),
-                                                    timeout=self.clock.real_seconds(remaining))
+                        ok = await wait_for(self._try_acquire_or_renew(),
+                                            timeout=self.clock.real_seconds(remaining))
                     except asyncio.TimeoutError:
                         ok = False
                 if ok:

@@ -189,6 +189,35 @@ async def test_three_candidates_one_leader_and_release_hands_over(redis_url, key
         await _close(api)
 
 
+async def test_a_leader_cancelled_as_its_renewal_completes_stops(redis_url, key_prefix):
+    """The cancel lands after a renewal finished and before the renew loop resumed: the loop must
+    end (and release), not renew on. Python 3.11's asyncio.wait_for dropped exactly this cancel,
+    which left a cancelled leader renewing and its canceller waiting forever."""
+    api = await _api(redis_url, key_prefix)
+    el = LeaderElector(api, LeaderElectionConfig(identity="a", lease_name="l", namespace="ns", **LEASE),
+                       rng=random.Random(3))
+    task = asyncio.create_task(el.run())
+    try:
+        assert await _wait(el.is_leader)
+        seen = el._observed_rv
+        # the renewal's attempt stores the record it wrote and returns in the same step; the
+        # renew loop resumes only a few callbacks later: cancel in between
+        deadline = time.monotonic() + 10
+        while el._observed_rv == seen and time.monotonic() < deadline:
+            await asyncio.sleep(0)
+        assert el._observed_rv != seen, "no renewal within 10 s"
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert task in done, "the cancelled leader kept renewing"
+        assert task.cancelled()
+        lease = await api.get("Lease", "l", "ns")
+        assert lease["spec"]["holderIdentity"] == ""     # released on the way out
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await _close(api)
+
+
 async def test_crashed_leader_is_replaced_only_after_the_lease_expires(redis_url, key_prefix):
     api = await _api(redis_url, key_prefix)
     cfg = dict(lease_name="l", namespace="ns", release_on_cancel=False, **LEASE)

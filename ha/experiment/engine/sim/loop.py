@@ -35,6 +35,7 @@ import threading
 import time
 from asyncio import events
 from typing import Awaitable, Callable, TypeVar
+from cluster_state.timeouts import wait_for
 
 __all__ = ["VirtualTimeLoop", "SimClock", "WallClock", "Clock", "run", "SimForbidden", "SimDeadlock",
            "SimDeadline", "DEFAULT_EPOCH", "PROCESS"]
@@ -361,7 +362,7 @@ def run(main: Awaitable[T], *, until: float | None = None, loop: VirtualTimeLoop
         if until is None:
             return await main
         try:
-            return await asyncio.wait_for(main, max(0.0, until - loop.time()))
+            return await wait_for(main, max(0.0, until - loop.time()))
         except asyncio.TimeoutError:
             raise SimDeadline(f"not finished at virtual time {until!r}") from None
 
