@@ -265,6 +265,11 @@ class VolcanoSpec(Strict):
     verbosity: int = Field(2, ge=0, le=10)      # klog -v
     restart_delay: Duration = "1s"              # an exited vc-scheduler starts again after this
     args: list[str] = Field(default_factory=list)   # more flags, e.g. ["--feature-gates=..."]
+    # Volcano's own scheduler configuration (its yaml: actions, tiers, configurations), handed to
+    # vc-scheduler as given instead of the translation of the experiment's ``scheduler_conf``: for
+    # what the model does not have (e.g. v1.15's gangpreempt / gangreclaim actions). The model's
+    # registries do not check it; vc-scheduler does.
+    conf: Optional[dict[str, Any]] = None
 
     @model_validator(mode="after")
     def _which(self) -> "VolcanoSpec":
@@ -283,6 +288,11 @@ class VolcanoSpec(Strict):
         for a in self.args:
             if not a.startswith("-"):
                 raise ValueError(f"args: {a!r} is not a flag (want --name=value)")
+        if self.conf is not None:
+            from ha.scheduler.volcano_conf import check_given_conf
+            problems = check_given_conf(self.conf)
+            if problems:
+                raise ValueError("; ".join(f"conf.{where}: {what}" for where, what in problems))
         return self
 
 

@@ -227,3 +227,26 @@ def test_api_conflicts_at_the_leaders_endpoint_fail_its_binds_which_it_retries(t
     retried = {f"{r['namespace']}/{r['name']}" for r in refused}
     bound_later = {k for k in retried if last.get(k, {}).get("spec", {}).get("nodeName")}
     assert bound_later, "no refused bind was retried"
+
+
+def test_a_conf_vc_scheduler_refuses_ends_its_lives_instead_of_running_its_default(tmp_path, redis_url,
+                                                                                  ray_session):
+    """v1.14.1 does not know v1.15's gangpreempt: given a conf naming it (``schedulers.volcano.conf``,
+    handed over as it is), it logs that the configuration is invalid and would go on with its
+    built-in default. Each such life is ended, with vc-scheduler's own reason."""
+    conf = {"actions": "enqueue, allocate, gangpreempt, backfill",
+            "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
+                      {"plugins": [{"name": "proportion"}, {"name": "predicates"}]}]}
+    out = _run(tmp_path, redis_url, "volcano-conf-refused", duration="6s",
+               schedulers={**BASE["schedulers"], "volcano": {"conf": conf}})
+    insts = json.loads((out / "metrics.json").read_text())["instances"]
+    refused = [i for i in insts.values() if i.get("conf_refused")]
+    assert refused, {n: (i.get("last_error"), i.get("exits")) for n, i in insts.items()}
+    for inst in refused:
+        assert "failed to find Action gangpreempt" in inst["conf_refused"]
+        assert any(e["reason"].startswith("vc-scheduler refused the scheduler configuration")
+                   for e in inst["exits"]), inst["exits"]
+    lives = History(out).lives()
+    assert any(r["event"] == "restart" and "refused the scheduler configuration" in (r.get("reason") or "")
+               for r in lives), lives
+

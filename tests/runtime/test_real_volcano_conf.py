@@ -143,3 +143,44 @@ def test_real_instance_tests_skip_with_the_reason_without_a_binary(tmp_path, mon
     monkeypatch.setenv("PATH", str(tmp_path))                            # and no Go either
     with pytest.raises(Skipped, match="Go is not installed"):
         _binary_or_skip()
+
+
+# -------------------------------------------------------------- a conf given in Volcano's own shape
+
+GANG_V115 = {"actions": ["enqueue", "allocate", "gangpreempt", "gangreclaim", "backfill"],
+             "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
+                       {"plugins": [{"name": "proportion"}, {"name": "predicates"}]}],
+             "configurations": [{"name": "gangpreempt", "arguments": {"maxDomains": 4}}]}
+
+
+def test_a_given_conf_goes_to_vc_scheduler_as_given():
+    from ha.runtime.external.volcano import VolcanoBinary, external_config
+    exp = parse_experiment({**EXP, "schedulers": {**EXP["schedulers"], "volcano": {"conf": GANG_V115}}})
+    cfg = external_config(exp, "scheduler-1", binary=VolcanoBinary("/bin/vc", "v1.14.1", False, 0.0),
+                          endpoint_url="http://127.0.0.1:9", kubeconfig="/r/kc", out="/r", redis_url="redis://x",
+                          prefix="p", api_server=None)
+    got = yaml.safe_load(cfg.scheduler_conf_yaml)
+    # actions the model has no registry entry for pass, written as Volcano's comma-separated string
+    assert got["actions"] == "enqueue, allocate, gangpreempt, gangreclaim, backfill"
+    assert got["tiers"] == GANG_V115["tiers"] and got["configurations"] == GANG_V115["configurations"]
+    # the experiment's own scheduler_conf (the model's) is not what this instance runs
+    assert "binpack" not in cfg.scheduler_conf_yaml
+    # --volcano-source keeps the given conf
+    src = exp.with_overrides(volcano="v1.14.1")
+    assert src.schedulers.volcano.conf == GANG_V115
+
+
+@pytest.mark.parametrize("conf, where", [
+    ("actions: allocate", "schedulers.volcano.conf: expected a map"),
+    ({"tiers": GANG_V115["tiers"]}, "conf.actions: needs at least one action"),
+    ({"actions": "allocate, ,", "tiers": GANG_V115["tiers"]}, "conf.actions: needs at least one action"),
+    ({"actions": "allocate"}, "conf.tiers: needs a list of tiers"),
+    ({"actions": "allocate", "tiers": [{"plugins": [{"arguments": {}}]}]}, r"conf.tiers\[0\].plugins\[0\].name"),
+    ({"actions": "allocate", "tiers": [{"plugin": []}]}, r"conf.tiers\[0\].plugins: needs a list"),
+    ({"actions": "allocate", "tiers": GANG_V115["tiers"], "configurations": [{"arguments": {}}]},
+     r"conf.configurations\[0\].name"),
+    ({"actions": "allocate", "tiers": GANG_V115["tiers"], "action": "x"}, "conf.action: unknown field"),
+])
+def test_a_given_conf_of_the_wrong_shape_is_refused_naming_the_field(conf, where):
+    with pytest.raises(BadInput, match=where):
+        parse_experiment({**EXP, "schedulers": {**EXP["schedulers"], "volcano": {"conf": conf}}})

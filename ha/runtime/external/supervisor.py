@@ -53,6 +53,12 @@ _ACQUIRED = re.compile(r"successfully acquired lease (\S+)")
 _LOST = "leaderelection lost"
 _FATAL = re.compile(r"^(F\d{4} .*|panic: .*|fatal error: .*)$")
 _QUEUES = "Creating default queue and root queue"
+# vc-scheduler that cannot use its --scheduler-conf (an unknown action or plugin, bad yaml) logs this
+# and schedules with its built-in default configuration: a run that would measure a configuration
+# nobody asked for. The life is ended at once, with this line as its reason.
+# The line that starts it quotes the whole configuration, so the reason comes lines later.
+_CONF_REFUSED_START = re.compile(r"^E\d{4} .*\] Scheduler config ")
+_CONF_REFUSED_WHY = " is invalid: "
 _STOP_GRACE_S = 5.0
 
 
@@ -105,6 +111,8 @@ class _Life:
     acquired_at: float | None = None
     queues_at: float | None = None
     last_fatal: str | None = None
+    conf_quoted: bool = False    # vc-scheduler began logging its --scheduler-conf as invalid
+    conf_refused: str | None = None
     ended: LifeEnd | None = None
     events: list[tuple[float, str]] = field(default_factory=list)
 
@@ -120,6 +128,7 @@ class ExternalScheduler:
         self.identities: dict[str, int] = {}       # Lease identity -> life
         self.started_at: float | None = None
         self.leader_transitions = 0
+        self.conf_refused: str | None = None       # why vc-scheduler refused --scheduler-conf
         self._stopping = False
         self._watcher: asyncio.Task | None = None
         self._api = None
@@ -244,6 +253,15 @@ class ExternalScheduler:
                 life.queues_at = time.time()
             if _FATAL.match(line):
                 life.last_fatal = line
+            if _CONF_REFUSED_START.match(line):
+                life.conf_quoted = True
+            if life.conf_quoted and _CONF_REFUSED_WHY in line and life.conf_refused is None:
+                why = " ".join(line.split(_CONF_REFUSED_WHY, 1)[1].split())
+                life.conf_refused = why
+                life.last_fatal = f"vc-scheduler refused the scheduler configuration: {why}"
+                self.conf_refused = life.last_fatal
+                if life.proc.poll() is None:
+                    life.proc.kill()   # this life's own process (its PID): never by name
 
     # ------------------------------------------------------------------------------ the Lease
     def _lease_api(self):
@@ -320,6 +338,7 @@ class ExternalScheduler:
                 "identity": h.identity if h else None, "identities": dict(self.identities),
                 "hostname_is_name": (h.identity.startswith(f"{self.cfg.name}_") if h and h.identity else None),
                 "last_error": last.reason if last else None,
+                "conf_refused": self.conf_refused,
                 "exits": [e.to_dict() for e in self.ends[-20:]],
                 "queues_created_at": life.queues_at if life else None,
                 "became_leader_at": life.acquired_at if life else None,

@@ -75,7 +75,7 @@ def resolve_binary(spec: Any, *, log: Callable[[str], None] = print) -> VolcanoB
 
 def external_config(exp: Any, name: str, *, binary: VolcanoBinary, endpoint_url: str, kubeconfig: str,
                     out: Path, redis_url: str, prefix: str, api_server: Any, tmp_root: str = "") -> ExternalConfig:
-    from ha.scheduler.volcano_conf import volcano_yaml
+    from ha.scheduler.volcano_conf import given_conf_yaml, volcano_yaml
     s = exp.schedulers
     spec = s.volcano
     out = Path(out).absolute()
@@ -85,7 +85,8 @@ def external_config(exp: Any, name: str, *, binary: VolcanoBinary, endpoint_url:
         log_path=str(out / "volcano" / f"{name}.log"),
         request_log=str(out / "kube-api" / name / "requests.jsonl"),
         delivery_log=str(out / "kube-api" / name / "delivery.log"),
-        scheduler_conf_yaml=volcano_yaml(exp.scheduler_conf_resolved()),
+        scheduler_conf_yaml=(given_conf_yaml(spec.conf) if spec.conf is not None
+                             else volcano_yaml(exp.scheduler_conf_resolved())),
         redis_url=redis_url, prefix=prefix, api_server=api_server,
         leader_elect=s.mode != "active-active", lease_duration=s.lease.duration,
         lease_renew_deadline=s.lease.renew_deadline, lease_retry=s.lease.retry,
