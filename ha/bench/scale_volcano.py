@@ -55,12 +55,12 @@ from typing import Any
 
 from ha.bench import BenchResult
 from ha.bench.scale_cluster import Sizes, pending_job, setup, start_arrival_cluster, stop_actors
+from ha.runtime.external.supervisor import LEASE_ACQUIRED
 
 __all__ = ["measure", "result_from", "SessionMeter", "klog_time", "vm_rss", "sync_from_log", "last_life",
-           "INSTANCES", "SYNCED_LINE", "ACQUIRED_LINE"]
+           "INSTANCES", "SYNCED_LINE"]
 
 INSTANCES = ("scheduler-1", "scheduler-2", "scheduler-3")
-ACQUIRED_LINE = "successfully acquired lease"
 SYNCED_LINE = "Scheduler completes Initialization and start to run"
 _KLOG = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})\s")
 MIB = 1024 * 1024
@@ -93,7 +93,7 @@ def sync_from_log(text: str) -> dict[str, float] | None:
     (``{"acquired": t, "synced": t}``), None until both lines are there."""
     acquired = synced = None
     for line in text.splitlines():
-        if acquired is None and ACQUIRED_LINE in line:
+        if acquired is None and LEASE_ACQUIRED.search(line):
             acquired = klog_time(line)
         elif acquired is not None and SYNCED_LINE in line:
             synced = klog_time(line)
@@ -290,7 +290,7 @@ def _measure(url: str, sz: Sizes, binary: Any) -> dict:
             for n in actors:
                 life, part = last_life(Path(handles[n]["log_path"]).read_text(errors="replace"), n)
                 got = sync_from_log(part)
-                if ACQUIRED_LINE in part and leader != (n, life):
+                if LEASE_ACQUIRED.search(part) and leader != (n, life):
                     # a new leading life: read its /metrics from before its first session (seen
                     # only once synced: its sessions so far are taken at their mean)
                     h = ray.get(actors[n].handle.remote(), timeout=30)

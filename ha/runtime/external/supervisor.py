@@ -49,7 +49,10 @@ __all__ = ["ExternalScheduler", "create_external_actor", "LifeEnd"]
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-_ACQUIRED = re.compile(r"successfully acquired lease (\S+)")
+# client-go's line when the Lease is won: "successfully acquired lease volcano-system/volcano" up to
+# Kubernetes 1.34's client-go (Volcano v1.14), structured from 1.35's on (Volcano v1.15):
+# "Successfully acquired lease" lock="volcano-system/volcano"
+LEASE_ACQUIRED = re.compile(r'[Ss]uccessfully acquired lease"?\s+(?:lock=")?([^\s"]+)')
 _LOST = "leaderelection lost"
 _FATAL = re.compile(r"^(F\d{4} .*|panic: .*|fatal error: .*)$")
 _QUEUES = "Creating default queue and root queue"
@@ -244,7 +247,7 @@ class ExternalScheduler:
         self._partial = lines.pop()
         for raw in lines:
             line = raw.decode("utf-8", "replace")
-            if life.acquired_at is None and _ACQUIRED.search(line):
+            if life.acquired_at is None and LEASE_ACQUIRED.search(line):
                 life.acquired_at = time.time()
                 life.events.append((life.acquired_at, "acquired"))
                 self.leader_transitions += 1
