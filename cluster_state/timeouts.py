@@ -1,7 +1,7 @@
 """``wait_for``: :func:`asyncio.wait_for` that never swallows its caller's cancellation.
 
 On Python 3.11, when the awaited finishes and the caller is cancelled in the same loop iteration,
-``asyncio.wait_for`` returns the result and drops the cancellation (CPython gh-86296, fixed in
+``asyncio.wait_for`` returns the result and drops the cancellation (a CPython bug, fixed in
 3.12 by rebuilding it on ``asyncio.timeout``). A loop around it then never ends: a lease candidate
 cancelled as its renewal completed kept renewing, and the task that cancelled it waited forever;
 a delivery queue or a reflector being stopped can hang the same way.
