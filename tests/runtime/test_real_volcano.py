@@ -124,6 +124,15 @@ def test_three_instances_bind_every_pod_of_a_gang_workload(tmp_path, redis_url, 
                                           f"plugins=[{' '.join(conf.plugin_names())}]"), loaded
     # the Lease history names the leader's identity, and the history has its life
     assert [rec["holder"] for rec in h.leases()][:1] == [next(iter(ids))]
+    # the leader's decisions carry the sessions its log names (one "Start scheduling" per session),
+    # not sessions inferred from gaps between its writes
+    log = (out / "volcano" / f"{leader}.log").read_text()
+    starts = log.count("Start scheduling ...")
+    ds = [json.loads(ln) for ln in (out / "history" / "decisions.jsonl").read_text().splitlines() if ln.strip()]
+    mine = [d for d in ds if d["instance"] == leader and d["op"] in ("bind", "pipeline", "status", "evict")]
+    assert mine and not any(d["session_inferred"] for d in mine)
+    sessions = [d["session"] for d in mine]
+    assert sessions == sorted(sessions) and 1 <= sessions[0] and sessions[-1] <= starts
 
 
 def test_leader_kill_fails_over_and_a_watch_delay_shows_in_that_endpoints_delivery_log(

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ha.runtime.external.observe.session_log import VMODULE_FLAG
+
 __all__ = ["ExternalConfig", "ProcessHandle", "volcano_argv", "format_go_duration"]
 
 
@@ -111,6 +113,9 @@ def volcano_argv(cfg: ExternalConfig, *, conf_path: str, listen: str, healthz: s
         "--cache-dumper=true",
         f"--cache-dump-dir={dump_dir}",
         f"-v={int(cfg.verbosity)}",
+        # "Start scheduling ..." of every session (level 4 in scheduler.go only): the decisions'
+        # sessions (observe/session_log.py)
+        VMODULE_FLAG,
     ]
     if cfg.leader_elect:
         argv += [

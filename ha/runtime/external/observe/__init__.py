@@ -11,7 +11,8 @@ The supervisor of an external instance (``ha/runtime/external/supervisor.py``) c
   ``unobserved`` = {"cache": reason} (a cold standby, a leader still listing, a dump that did
   not come) -- the checkers then leave the instance out of that tick and say why, never count an
   empty cache as its state;
-* ``"decisions"`` -- the instance's decisions (:mod:`.request_log`) with ``seq`` >
+* ``"decisions"`` -- the instance's decisions (:mod:`.request_log`; their sessions from the
+  session starts in vc-scheduler's log, :mod:`.session_log`) with ``seq`` >
   ``decisions_since``; seq counts over the endpoint's request log, which all lives share, from 1
   per observer (one per supervisor process);
 * ``"stats"`` -- the model's counters (``binds``, ``bind_conflicts``, ``bind_errors``,
@@ -42,6 +43,7 @@ from ha.runtime.external.observe.cache_dump import (CacheDumper, CacheDumpError,
                                                     dump_digest, parse_dump, process_state)
 from ha.runtime.external.observe.metrics import MetricsScraper, MetricsUnavailable, parse_prometheus, volcano_figures
 from ha.runtime.external.observe.request_log import DecisionExtractor, RequestLogTail
+from ha.runtime.external.observe.session_log import VMODULE_FLAG, SessionLog
 
 __all__ = ["observe", "InstanceObserver", "STALENESS_UNOBSERVED", "COLD_STANDBY",
            "CacheDumper", "CacheDumpError", "CacheDumpUnavailable", "dump_digest", "parse_dump",
@@ -65,6 +67,8 @@ class InstanceObserver:
     tail: RequestLogTail = field(init=False)
     extractor: DecisionExtractor = field(init=False)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    log_path: str | None = None       # vc-scheduler's log, when it logs its session starts
+    sessions: SessionLog | None = field(init=False, default=None)
     _dumper: CacheDumper | None = None
     _dump_missed: bool = False
     _sessions: dict[int, int] = field(default_factory=dict)     # life -> sessions its /metrics counted
@@ -74,6 +78,9 @@ class InstanceObserver:
     def __post_init__(self) -> None:
         self.tail = RequestLogTail(self.request_log)
         self.extractor = DecisionExtractor(self.instance, session_gap_s=self.session_gap_s)
+        if self.log_path:
+            self.sessions = SessionLog(self.log_path)
+            self.extractor.add_session_starts([])
 
     def dumper(self, handle: Any) -> CacheDumper | None:
         if handle.pid is None or not handle.dump_dir:
@@ -111,7 +118,12 @@ class InstanceObserver:
             except CacheDumpError as e:
                 digest, unobserved["cache"] = {"synced": False}, f"unreadable cache dump: {e}"
         # decisions
-        new = self.extractor.feed(r for r in self.tail.read_new() if float(r.get("t") or 0.0) >= self.since_t)
+        records = [r for r in self.tail.read_new() if float(r.get("t") or 0.0) >= self.since_t]
+        if self.sessions is not None:
+            # after the requests: a session starts before its first write, so every session the
+            # requests just read belong to is in the log by now
+            self.extractor.add_session_starts(self.sessions.read_new())
+        new = self.extractor.feed(records)
         if new:
             self.decisions.extend(new)
             del self.decisions[:-_KEEP_DECISIONS]
@@ -168,8 +180,10 @@ def observe(handle: Any, decisions_since: int = 0) -> dict[str, Any]:
                     gap = max(0.05, _go_seconds(a.split("=", 1)[1]) / 2)
             # the request log is the endpoint's, shared with the instance's earlier supervisors:
             # their requests are their generations' decisions, recorded by them already
+            logs_sessions = VMODULE_FLAG in (handle.argv or ()) and bool(handle.log_path)
             ob = _OBSERVERS[key] = InstanceObserver(handle.instance, handle.request_log,
-                                                    since_t=float(handle.started_at or 0.0), session_gap_s=gap)
+                                                    since_t=float(handle.started_at or 0.0), session_gap_s=gap,
+                                                    log_path=handle.log_path if logs_sessions else None)
     return ob.observe(handle, decisions_since)
 
 

@@ -34,10 +34,12 @@ Reads, events, leases and the startup queue creations are not decisions. A 409 o
 as ``bind_conflicts`` (the model's counter); other failures as ``bind_errors`` / ``evict_errors`` /
 ``status_errors``.
 
-Sessions: the log does not name vc-scheduler's sessions. A decision's ``session`` is inferred:
-writes closer than ``session_gap_s`` (default half the schedule period) to the previous
-scheduling write belong to the same session; ``session_inferred`` is True on every record so a
-reader knows. ``leader`` is True: only a leading vc-scheduler runs sessions.
+Sessions: the request log does not name vc-scheduler's sessions. With the session start times
+from vc-scheduler's own log (``session_log.py``; ``add_session_starts``) a write belongs to the last
+session that started at or before it, and ``session_inferred`` is False. Without them the
+session is inferred: writes closer than ``session_gap_s`` (default half the schedule period) to
+the previous scheduling write belong to the same session, and ``session_inferred`` is True.
+``leader`` is True: only a leading vc-scheduler runs sessions.
 
 * :class:`RequestLogTail` reads the complete lines added since the last call (a half-written last
   line waits for the next call; a malformed complete line is skipped and counted).
@@ -45,6 +47,7 @@ reader knows. ``leader`` is True: only a leading vc-scheduler runs sessions.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from dataclasses import dataclass, field
@@ -123,10 +126,25 @@ class DecisionExtractor:
         "status_writes": 0, "status_errors": 0, "pod_group_writes": 0, "pod_group_errors": 0,
         "queue_writes": 0, "queue_errors": 0, "pipelines": 0})
     _last_t: float | None = None
+    # session start times (wall clock) from vc-scheduler's log (session_log.py); None: not logged,
+    # sessions are inferred from gaps between writes
+    session_starts: list[float] | None = None
     _nominated: dict[str, str] = field(default_factory=dict)         # pod -> node its last write left
     _disrupting: dict[str, tuple[float, str | None, str]] = field(default_factory=dict)  # pod -> (t, uid, reason)
 
+    def add_session_starts(self, starts: Iterable[float]) -> None:
+        """Session start times read from the log since the last call (all before the requests fed
+        next: read the request log first, then the log)."""
+        if self.session_starts is None:
+            self.session_starts = []
+        self.session_starts.extend(starts)
+        self.session_starts.sort()
+
     def _session_of(self, t: float) -> int:
+        if self.session_starts is not None:
+            # the last session that started at or before t (0: before the first)
+            self.session = max(self.session, bisect.bisect_right(self.session_starts, t))
+            return self.session
         if self._last_t is None or t - self._last_t > self.session_gap_s:
             self.session += 1
         self._last_t = t
@@ -137,7 +155,8 @@ class DecisionExtractor:
         t = float(rec.get("t") or 0.0)
         session = self._session_of(t) if op in _SCHEDULING_OPS else self.session
         self.seq += 1
-        return {"t": t, "session": session, "session_inferred": True, "instance": self.instance,
+        return {"t": t, "session": session, "session_inferred": self.session_starts is None,
+                "instance": self.instance,
                 "leader": True, "dry_run": False, "op": op, "pod": pod, "uid": uid, "node": node, "ok": ok,
                 "error": error, **extra, "seq": self.seq}
 
