@@ -98,3 +98,20 @@ def test_inferred_from_gaps_the_same_writes_leave_the_eviction_without_its_preem
     w.observe_decisions(ds)
     assert [g.preemptors for g in w.groups()] == [set()]
     assert w.summary()["no_preemptor"] == 1
+
+
+def test_the_observer_reads_the_log_only_when_the_last_vmodule_is_the_testbeds(tmp_path):
+    from ha.runtime.external import observe as observation
+    from ha.runtime.external.process import ProcessHandle
+
+    def handle(name, *args):
+        return ProcessHandle(instance=name, life=0, pid=None, argv=["/bin/vc", "-v=2", *args], dump_dir="",
+                             socket_dir="", metrics_url="", healthz_url="", endpoint_url="",
+                             request_log=str(tmp_path / f"{name}.jsonl"), delivery_log="",
+                             log_path=str(tmp_path / f"{name}.log"), started_at=1.0)
+    observation.observe(handle("a", VMODULE_FLAG))
+    observation.observe(handle("b", VMODULE_FLAG, "--vmodule=allocate=5"))
+    observation.observe(handle("c"))
+    obs = {k[0]: v for k, v in observation._OBSERVERS.items() if k[0] in ("a", "b", "c")}
+    assert obs["a"].sessions is not None
+    assert obs["b"].sessions is None and obs["c"].sessions is None

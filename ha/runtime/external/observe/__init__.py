@@ -180,7 +180,10 @@ def observe(handle: Any, decisions_since: int = 0) -> dict[str, Any]:
                     gap = max(0.05, _go_seconds(a.split("=", 1)[1]) / 2)
             # the request log is the endpoint's, shared with the instance's earlier supervisors:
             # their requests are their generations' decisions, recorded by them already
-            logs_sessions = VMODULE_FLAG in (handle.argv or ()) and bool(handle.log_path)
+            # klog takes the last --vmodule: one of the user's (volcano.args) replaces the testbed's
+            argv = list(handle.argv or ())
+            vmodules = [a for a in argv if a.lstrip("-").startswith("vmodule")]
+            logs_sessions = bool(vmodules) and vmodules[-1] == VMODULE_FLAG and bool(handle.log_path)
             ob = _OBSERVERS[key] = InstanceObserver(handle.instance, handle.request_log,
                                                     since_t=float(handle.started_at or 0.0), session_gap_s=gap,
                                                     log_path=handle.log_path if logs_sessions else None)
