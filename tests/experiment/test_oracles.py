@@ -306,6 +306,31 @@ def test_partial_gang_binds_waits_for_an_unknown_job():
     assert o.observe([], t) == 1
 
 
+def test_partial_gang_binds_a_sessions_binds_over_two_ticks_are_one_group():
+    """A real vc-scheduler's bind goroutines can put a tick between a gang's first bind and the
+    rest: the later binds join the group and the gang is not counted as bound in part."""
+    gang = [pod(f"a{i}", group="ga") for i in (1, 2, 3)]
+    o = PartialGangBinds()
+    assert o.observe([dec("bind", "a1", "n1")], truth(pods=gang, groups=[pg("ga", 3)])) == 1
+    assert o.summary()["count"] == 1                      # judged provisionally
+    bound = [pod("a1", group="ga", node_name="n1", phase="Running"), *gang[1:]]
+    o.observe([dec("bind", "a2", "n1"), dec("bind", "a3", "n2")], truth(pods=bound, groups=[pg("ga", 3)]))
+    s = o.summary()
+    assert s["count"] == 0 and s["binds"] == 0 and s["examples"] == [] and s["groups"] == 1
+
+
+def test_partial_gang_binds_a_later_tick_that_does_not_complete_the_gang_keeps_it_counted():
+    gang = [pod(f"a{i}", group="ga") for i in (1, 2, 3, 4)]
+    o = PartialGangBinds()
+    o.observe([dec("bind", "a1", "n1")], truth(pods=gang, groups=[pg("ga", 4)]))
+    o.observe([dec("bind", "a2", "n1")], truth(pods=gang, groups=[pg("ga", 4)]))
+    # another session's bind of the same gang is its own group
+    o.observe([dec("bind", "a3", "n2", session=2)], truth(pods=gang, groups=[pg("ga", 4)]))
+    s = o.summary()
+    assert s["count"] == 2 and s["binds"] == 3 and s["groups"] == 2
+    assert s["examples"][0]["bound"] == ["default/a1", "default/a2"]
+
+
 # ----------------------------------------------------------------------------------- the set
 
 def test_pairwise_drift_from_changed_uids_equals_the_full_diff():

@@ -12,10 +12,22 @@ class PartialGangBinds:
     """partial_gang_binds: binds committed for a job in one session while fewer than minMember of
     its tasks were placed: (pods of the job already bound in the truth, other than these) + (these
     binds) < minMember. Counted per (session, job) group; ``binds`` counts the pods bound so.
-    A group whose job is not yet known to the truth waits (up to ``patience`` ticks)."""
+    A group whose job is not yet known to the truth waits (up to ``patience`` ticks).
 
-    def __init__(self, patience: int = 20) -> None:
+    A session's binds may reach the history over more than one tick: a real vc-scheduler sends
+    them from its bind goroutines, and a tick can fall between the first bind of a gang and the
+    rest (the model records a session's binds together). More binds of a (session, job) group in a
+    later tick join the group, which is judged again with the placed count it was first judged
+    against; a group that the later binds complete is no longer counted. Groups are kept for
+    ``rejoin_ticks`` ticks."""
+
+    def __init__(self, patience: int = 20, rejoin_ticks: int = 10) -> None:
         self.patience = patience
+        self.rejoin_ticks = rejoin_ticks
+        self._tick = 0
+        # (session key, job) -> [pods bound by the group, placed before it, minMember, counted,
+        # its example or None, the tick it was first judged]
+        self._recent: dict[tuple, list] = {}
         self._pending: list[tuple[tuple, list[str], int]] = []
         self._bound_by_decision: dict[str, set[str]] = {}
         self.groups = 0
@@ -25,6 +37,10 @@ class PartialGangBinds:
         self.examples: list[dict[str, Any]] = []
 
     def observe(self, decisions: Iterable[Mapping[str, Any]], truth: Truth, generation: int = 0) -> int:
+        self._tick += 1
+        if self._recent:
+            for k in [k for k, g in self._recent.items() if self._tick - g[5] > self.rejoin_ticks]:
+                del self._recent[k]
         by: dict[tuple, list[str]] = {}
         for d in decisions:
             if committed(d) and d.get("op") == "bind":
@@ -47,20 +63,51 @@ class PartialGangBinds:
                 else:
                     self.unknown_job += len(missing)
             for j, ps in jobs.items():
+                g = self._recent.get((key, j))
+                if g is not None:
+                    self._rejoin(g, set(ps), j)
+                    continue
                 self.groups += 1
                 mine = set(ps)
                 alive_prev = {q for q in self._bound_by_decision.get(j, set()) if q in truth.pods}
                 prior = (truth.occupying(j) | alive_prev) - mine
                 mm = truth.min_member(j) or 0
                 self._bound_by_decision.setdefault(j, set()).update(mine)
-                if len(prior) + len(mine) < mm:
+                example = None
+                counted = len(prior) + len(mine) < mm
+                if counted:
                     self.count += 1
                     self.binds += len(mine)
                     new += 1
                     if len(self.examples) < 20:
-                        self.examples.append({"session": list(key), "job": j, "bound": sorted(mine),
-                                              "already_placed": len(prior), "min_member": mm})
+                        example = {"session": list(key), "job": j, "bound": sorted(mine),
+                                   "already_placed": len(prior), "min_member": mm}
+                        self.examples.append(example)
+                self._recent[(key, j)] = [mine, len(prior), mm, counted, example, self._tick]
         return new
+
+    def _rejoin(self, g: list, pods: set[str], job: str) -> None:
+        """Later binds of a group judged in an earlier tick: judge the whole group again."""
+        mine, prior, mm, counted, example = g[0], g[1], g[2], g[3], g[4]
+        more = pods - mine
+        if not more:
+            return
+        mine |= more
+        self._bound_by_decision.setdefault(job, set()).update(more)
+        if not counted:
+            return
+        if prior + len(mine) < mm:
+            self.binds += len(more)
+            if example is not None:
+                example["bound"] = sorted(mine)
+            return
+        # the group's later binds complete the gang: it was not a partial bind after all
+        self.count -= 1
+        self.binds -= len(mine) - len(more)
+        g[3] = False
+        if example is not None:
+            self.examples.remove(example)
+            g[4] = None
 
     def summary(self) -> dict[str, Any]:
         return {"count": self.count, "binds": self.binds, "groups": self.groups,
