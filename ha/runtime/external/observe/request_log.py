@@ -53,6 +53,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ha.runtime.external.observe.tail import complete_lines
+
 __all__ = ["RequestLogTail", "DecisionExtractor", "DECISION_OPS"]
 
 DECISION_OPS = ("bind", "pipeline", "status", "evict", "podgroup", "queue")
@@ -69,18 +71,9 @@ class RequestLogTail:
         self.lines = 0
 
     def read_new(self, max_bytes: int = 64 << 20) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(max_bytes)
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
+        lines, self.offset = complete_lines(self.path, self.offset, max_bytes)
         out = []
-        for raw in data[:end].split(b"\n"):
+        for raw in lines:
             if not raw.strip():
                 continue
             try:

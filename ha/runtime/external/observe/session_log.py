@@ -27,6 +27,8 @@ import re
 import time
 from typing import Callable
 
+from ha.runtime.external.observe.tail import complete_lines
+
 __all__ = ["SessionLog", "klog_wall", "SESSION_START", "VMODULE_FLAG"]
 
 SESSION_START = "Start scheduling ..."
@@ -58,20 +60,10 @@ class SessionLog:
     def __init__(self, path: str | os.PathLike, *, now: Callable[[], float] = time.time):
         self.path = str(path)
         self.offset = 0
-        self._partial = b""
         self._now = now
 
     def read_new(self, max_bytes: int = 64 << 20) -> list[float]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(max_bytes)
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
+        lines, self.offset = complete_lines(self.path, self.offset, max_bytes)
         starts = []
         for raw in lines:
             if SESSION_START.encode() not in raw:
