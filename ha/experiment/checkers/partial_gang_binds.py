@@ -2,10 +2,22 @@
 tasks were placed."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ha.experiment.checkers._fold import truth_checker
 from ha.experiment.oracles import Truth, committed, session_key
+
+
+@dataclass
+class _Group:
+    """A (session, job) group already judged, kept so that later binds of it can join."""
+    pods: set[str]                 # the pods the group bound
+    placed_before: int             # the job's pods placed before it, when it was first judged
+    min_member: int
+    counted: bool                  # judged a partial bind
+    example: dict[str, Any] | None
+    tick: int                      # the tick it was first judged in
 
 
 class PartialGangBinds:
@@ -25,9 +37,7 @@ class PartialGangBinds:
         self.patience = patience
         self.rejoin_ticks = rejoin_ticks
         self._tick = 0
-        # (session key, job) -> [pods bound by the group, placed before it, minMember, counted,
-        # its example or None, the tick it was first judged]
-        self._recent: dict[tuple, list] = {}
+        self._recent: dict[tuple, _Group] = {}        # (session key, job) -> its group
         self._pending: list[tuple[tuple, list[str], int]] = []
         self._bound_by_decision: dict[str, set[str]] = {}
         self.groups = 0
@@ -39,7 +49,7 @@ class PartialGangBinds:
     def observe(self, decisions: Iterable[Mapping[str, Any]], truth: Truth, generation: int = 0) -> int:
         self._tick += 1
         if self._recent:
-            for k in [k for k, g in self._recent.items() if self._tick - g[5] > self.rejoin_ticks]:
+            for k in [k for k, g in self._recent.items() if self._tick - g.tick > self.rejoin_ticks]:
                 del self._recent[k]
         by: dict[tuple, list[str]] = {}
         for d in decisions:
@@ -83,31 +93,30 @@ class PartialGangBinds:
                         example = {"session": list(key), "job": j, "bound": sorted(mine),
                                    "already_placed": len(prior), "min_member": mm}
                         self.examples.append(example)
-                self._recent[(key, j)] = [mine, len(prior), mm, counted, example, self._tick]
+                self._recent[(key, j)] = _Group(mine, len(prior), mm, counted, example, self._tick)
         return new
 
-    def _rejoin(self, g: list, pods: set[str], job: str) -> None:
+    def _rejoin(self, g: _Group, pods: set[str], job: str) -> None:
         """Later binds of a group judged in an earlier tick: judge the whole group again."""
-        mine, prior, mm, counted, example = g[0], g[1], g[2], g[3], g[4]
-        more = pods - mine
+        more = pods - g.pods
         if not more:
             return
-        mine |= more
+        g.pods |= more
         self._bound_by_decision.setdefault(job, set()).update(more)
-        if not counted:
+        if not g.counted:
             return
-        if prior + len(mine) < mm:
+        if g.placed_before + len(g.pods) < g.min_member:
             self.binds += len(more)
-            if example is not None:
-                example["bound"] = sorted(mine)
+            if g.example is not None:
+                g.example["bound"] = sorted(g.pods)
             return
         # the group's later binds complete the gang: it was not a partial bind after all
         self.count -= 1
-        self.binds -= len(mine) - len(more)
-        g[3] = False
-        if example is not None:
-            self.examples.remove(example)
-            g[4] = None
+        self.binds -= len(g.pods) - len(more)
+        g.counted = False
+        if g.example is not None:
+            self.examples.remove(g.example)
+            g.example = None
 
     def summary(self) -> dict[str, Any]:
         return {"count": self.count, "binds": self.binds, "groups": self.groups,

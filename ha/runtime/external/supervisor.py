@@ -56,10 +56,10 @@ LEASE_ACQUIRED = re.compile(r'[Ss]uccessfully acquired lease"?\s+(?:lock=")?([^\
 _LOST = "leaderelection lost"
 _FATAL = re.compile(r"^(F\d{4} .*|panic: .*|fatal error: .*)$")
 _QUEUES = "Creating default queue and root queue"
-# vc-scheduler that cannot use its --scheduler-conf (an unknown action or plugin, bad yaml) logs this
-# and schedules with its built-in default configuration: a run that would measure a configuration
-# nobody asked for. The life is ended at once, with this line as its reason.
-# The line that starts it quotes the whole configuration, so the reason comes lines later.
+# vc-scheduler that cannot use its --scheduler-conf (an unknown action or plugin, bad yaml) logs an
+# error and schedules with its built-in default configuration: a run that would measure a
+# configuration nobody asked for. The life is ended at once, with vc-scheduler's reason. The error
+# line quotes the whole configuration, so the reason (after " is invalid: ") comes lines later.
 _CONF_REFUSED_START = re.compile(r"^E\d{4} .*\] Scheduler config ")
 _CONF_REFUSED_WHY = " is invalid: "
 _STOP_GRACE_S = 5.0
