@@ -14,12 +14,20 @@ from pathlib import Path
 HUNT = str(Path(sys.executable).with_name("ha-testbed"))
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """The hunt starts with SIGINT's default disposition, as a shell starts a command. A process
+    inherits an ignored SIGINT across exec, and Python then keeps ignoring it: a test process in
+    which earlier tests left SIGINT ignored would otherwise start a hunt that Ctrl-C cannot stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_keeps_what_was_found_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "hunt"
     args = [HUNT, "hunt", "--profile", "v1.14", "--seed", "3", "--intensity", "low", "--jobs", "1",
             "--no-shrink", "--out", str(out)]
     p = subprocess.Popen(args + ["--runs", "40"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True, env=dict(os.environ, MPLBACKEND="Agg"))
+                         start_new_session=True, preexec_fn=_sigint_as_in_a_terminal,
+                         env=dict(os.environ, MPLBACKEND="Agg"))
     try:
         deadline = time.monotonic() + 240
         while not list(out.glob("runs/*/run.json")) and time.monotonic() < deadline:
