@@ -15,10 +15,12 @@ HUNT = str(Path(sys.executable).with_name("ha-testbed"))
 
 
 def _sigint_as_in_a_terminal() -> None:
-    """The hunt starts with SIGINT's default disposition, as a shell starts a command. A process
-    inherits an ignored SIGINT across exec, and Python then keeps ignoring it: a test process in
-    which earlier tests left SIGINT ignored would otherwise start a hunt that Ctrl-C cannot stop."""
+    """The hunt starts with SIGINT's default disposition and unblocked, as a shell starts a
+    command. A process inherits an ignored (or blocked) SIGINT across exec, and Python then keeps
+    ignoring it: a test process in which earlier tests left SIGINT ignored would otherwise start a
+    hunt that Ctrl-C cannot stop."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def test_ctrl_c_keeps_what_was_found_and_a_rerun_resumes(tmp_path):
