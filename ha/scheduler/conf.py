@@ -3,7 +3,7 @@
 Mirrors Volcano's scheduler configuration types (``SchedulerConfiguration``, ``Tier``,
 ``PluginOption``, ``Configuration``) and its action arguments.
 
-Flag semantics (docs/volcano-semantics.md §5.2): the session aggregators treat an unset flag (None) as
+Flag semantics (docs/volcano-semantics.md, "Plugin enable flags"): the session aggregators treat an unset flag (None) as
 *disabled*. Production YAML runs ``ApplyPluginConfDefaults``, which turns every unset flag on; the
 Go unit tests (and so our scenario files) do not. ``SchedulerConf.from_dict`` therefore leaves unset
 flags off unless ``apply_defaults=True``; ``default_conf()`` is the production default with every

@@ -6,7 +6,7 @@ Profiles ``v1.14``, ``seed000``, ``pr5045``, ``pr5045-fixed``, ``annotations`` a
 ``nomination-only`` are the contract (docs/design.md). ``seed000`` is PR #5045's design exactly as
 its description states it, incl. the fast-path un-pipeline (``fastpath_unpipeline``); ``pr5045`` is
 the PR's head 2053c7114, which removed that rule and added the overflow pre-pass
-(``overflow_unpipeline``); docs/volcano-semantics.md §15 says where the two differ. ``pr5045-s4fixed`` extends that contract: it is
+(``overflow_unpipeline``); docs/volcano-semantics.md, "Where the PR's code and its description disagree", says where the two differ. ``pr5045-s4fixed`` extends that contract: it is
 ``pr5045-fixed`` plus ``unpipeline_on_replace``, the fix for docs/volcano-semantics.md S4 (a task the
 cache holds Pipelined on one node, re-placed by a session, fails or crashes the scheduler);
 ``pr5045-s6fixed`` adds ``refresh_guarded_pod``, the fix for S6's stale pod copy (every write
@@ -42,7 +42,7 @@ def switch_on(ssn: object, name: str) -> bool:
 
 @dataclass(frozen=True)
 class Switches:
-    # seed 000 (PR #5045) — Statement / allocate layer
+    # PR #5045's design — Statement / allocate layer
     cache_pipeline: bool = False            # Statement commit persists Pipeline in the cache + writes nominatedNodeName
     three_way_commit: bool = False          # allocate: commit ready jobs, commit pipelined jobs, discard the rest
     pipelined_first: bool = False           # allocate: pipelined jobs first, pipelined tasks before pending ones
@@ -55,11 +55,11 @@ class Switches:
     fastpath_unpipeline: bool = False
     # the PR head's pre-pass (2053c7114, unpipelineOverflowedPipelinedTasks): on every node whose
     # Pipelined > Idle + Releasing un-pipeline the lowest-priority Pipelined tasks (session and
-    # cache at once, S7) until it fits; denominate a job left starving. Not in seed 000.
+    # cache at once, S7) until it fits; denominate a job left starving. Not in the PR's description.
     overflow_unpipeline: bool = False
     self_exclusion: bool = False            # fit checks of a pipelined task on its own node add back its reservation
     sync_nominated_node: bool = False       # NominatedNodeName in the transaction context, set synchronously (Problem 3)
-    # seed 000 — cache / informer layer
+    # PR #5045's design — cache / informer layer
     informer_guard_pipelined: bool = False  # ignore pod updates without nodeName for Pipelined tasks
     reconstruct_pipelined: bool = False     # getTaskStatus: Pending + no nodeName + nominatedNodeName -> Pipelined (Problem 4)
     update_task_on_bind: bool = False       # AddBindTask of a pipelined task uses UpdateTask (Problem 5)
@@ -79,7 +79,7 @@ class Switches:
     # with 409 for as long as the task stays Pipelined
     refresh_guarded_pod: bool = False
     # alternatives
-    annotation_persistence: bool = False    # seed 003: pipelined state in pod annotations instead
+    annotation_persistence: bool = False    # alternative design: pipelined state in pod annotations instead
     nominate_for_expectation: bool = False  # KEP-5278: set nominatedNodeName when a bind starts
     commit_pipelined_only: bool = False     # PR #5663: a JobPipelined statement keeps only its Pipeline ops
     # timing: AddBindTask's order before PR #5045's head (which clears the nomination with a
@@ -127,7 +127,7 @@ PROFILES: dict[str, Switches] = {
     # the proposal as designed: every switch the design describes, none it leaves out
     "seed000": _SEED000,
     # the PR as coded at 2053c7114: seed000 without its fast-path un-pipeline, plus the
-    # overflow pre-pass; like seed 000, no self-exclusion (S1)
+    # overflow pre-pass; like the PR's description, no self-exclusion (S1)
     "pr5045": _PR5045,
     "pr5045-fixed": replace(_PR5045, self_exclusion=True),
     # extension of the contract (docs/design.md): pr5045-fixed + the S4 fix
@@ -135,7 +135,7 @@ PROFILES: dict[str, Switches] = {
     # ... + the S6 fix (the guarded task's pod copy follows the informer)
     "pr5045-s6fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True,
                               refresh_guarded_pod=True),
-    # seed 003: pipelined state persisted in annotations, rebuilt from them
+    # alternative design: pipelined state persisted in annotations, rebuilt from them
     "annotations": Switches(annotation_persistence=True, three_way_commit=True, pipelined_first=True,
                             repipeline_guard=True, self_exclusion=True),
     # PR #5663: keep the nomination, reserve nothing in the cache

@@ -45,7 +45,7 @@ add_gang_search_space_fn        (job, ssn, purpose) -> SearchSpace | None       
 add_gang_victim_selector_fn     (preemptor_job, needed, candidates, ctx) -> dict      (no flag) gang_victim_selector
 =============================== ==================================================== ==========================
 
-Aggregators keep Volcano's exact tier and vote rules (docs/volcano-semantics.md §5.3, S9). The two
+Aggregators keep Volcano's exact tier and vote rules (docs/volcano-semantics.md, "Aggregators" and S9). The two
 gang-aware eviction points (framework/gang_eviction.py) are first-answer-wins in tier order; ``gang_evictable`` is one batched Preemptable/Reclaimable call with per-plugin overrides.
 """
 from __future__ import annotations
@@ -248,7 +248,7 @@ class Session:
         # tier walks, which check flags per call); _register drops both
         self._chains = _Chains(self._chain)
         self._tier_chains = _Chains(lambda attr: self._tier_registered(getattr(self, attr)))
-        # seed 001 (gang-aware eviction): GangSearchSpaceFn / GangVictimSelectorFn
+        # gang-aware eviction: GangSearchSpaceFn / GangVictimSelectorFn
         self.gang_search_space_fns: dict[str, Callable] = {}
         self.gang_victim_selector_fns: dict[str, Callable] = {}
 
@@ -382,7 +382,7 @@ class Session:
     def add_event_handler(self, eh: EventHandler) -> None:
         self.event_handlers.append(eh)
 
-    # -- seed 001: gang-aware extension points ------------------------------------------------------
+    # -- gang-aware extension points ---------------------------------------------------------------
     def add_gang_search_space_fn(self, name: str, fn: Callable) -> None:
         """``fn(job, ssn, purpose) -> SearchSpace | list[list[NodeInfo]] | None``: feasible domains,
         best first (purpose ``PURPOSE_ALLOCATE``: all; ``PURPOSE_EVICT``: top-K)."""
