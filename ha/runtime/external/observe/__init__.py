@@ -80,7 +80,7 @@ class InstanceObserver:
         self.extractor = DecisionExtractor(self.instance, session_gap_s=self.session_gap_s)
         if self.log_path:
             self.sessions = SessionLog(self.log_path)
-            self.extractor.add_session_starts([])
+            self.extractor.session_starts = []     # sessions from the log, never inferred
 
     def dumper(self, handle: Any) -> CacheDumper | None:
         if handle.pid is None or not handle.dump_dir:
