@@ -40,3 +40,30 @@ def ray_session():
     handle = start_ray(None)
     yield handle
     stop_ray(handle)
+
+
+class SignalLeakWarning(pytest.PytestWarning):
+    """A test left SIGINT or SIGTERM ignored or blocked in the pytest process."""
+
+
+@pytest.fixture(autouse=True)
+def _no_ignored_signal_left_behind(request):
+    """An ignored SIGINT, like a blocked one, is inherited across exec: every program a later test
+    starts (a hunt, a run it interrupts with Ctrl-C) would not see Ctrl-C either. A test that leaves
+    SIGINT or SIGTERM ignored or blocked is named in the warnings summary, and the disposition and
+    mask it found are put back."""
+    import signal
+    import warnings
+    watched = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in watched}
+    mask_before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    for s, h in before.items():
+        if h is not signal.SIG_IGN and signal.getsignal(s) is signal.SIG_IGN:
+            signal.signal(s, h)
+            warnings.warn(SignalLeakWarning(f"{request.node.nodeid} left {signal.Signals(s).name} ignored"))
+    newly_blocked = [s for s in watched if s in signal.pthread_sigmask(signal.SIG_BLOCK, []) and s not in mask_before]
+    if newly_blocked:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, newly_blocked)
+        names = ", ".join(signal.Signals(s).name for s in newly_blocked)
+        warnings.warn(SignalLeakWarning(f"{request.node.nodeid} left {names} blocked"))

@@ -174,12 +174,16 @@ def serve_cli(path, *, address: str = "127.0.0.1", port: int = 0, out=None, redi
         echo("Ctrl-C stops it" + (f" (or after {duration:g}s)" if duration else ""))
         stop.wait(duration)
     finally:
-        for s, h in old.items():
+        # no second Ctrl-C may abort the teardown half-way; the caller's handlers come back even
+        # when the teardown fails
+        for s in old:
             signal.signal(s, signal.SIG_IGN)
-        srv.stop()
-        ledger.end()
-        for s, h in old.items():
-            signal.signal(s, h)
+        try:
+            srv.stop()
+            ledger.end()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
     return 130 if interrupted and interrupted[0] == signal.SIGINT else 0
 
 
