@@ -1,6 +1,6 @@
 """Repeat pipelines: how often an instance records a pipeline decision for a (pod, node) it has
-already pipelined (seed 000's "duplicate pipelines are skipped once a task is Pipelined on its
-node", measured).
+already pipelined (PR #5045's description: "duplicate pipelines are skipped once a task is
+Pipelined on its node", measured).
 
 Input: decision records as the instances write them (``decisions.jsonl`` in a results folder;
 ``ha/runtime/instance.py`` ``run_session`` records one ``{"op": "pipeline", "instance", "pod",

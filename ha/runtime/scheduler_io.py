@@ -12,7 +12,8 @@ Volcano v1.14's request shapes (pkg/scheduler/cache/cache.go):
 * update_pod_status: the status subresource with the cache's resourceVersion as precondition;
 * update_pod_group: the PodGroup's status (and its annotations, when they differ from the stored
   ones), returning the stored object;
-* patch_pod_annotations: seed 003's path; get_pod: resyncTask's GET (None when gone).
+* patch_pod_annotations: the annotation-persistence design's write path; get_pod: resyncTask's GET
+  (None when gone).
 
 Errors other than bind's are raised as ``IOError_`` (what the cache expects) with the API error as
 ``__cause__`` and ``.api_error``. Every call is counted in ``stats``; ``on_result(op, key, detail)``,

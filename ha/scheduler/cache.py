@@ -1,5 +1,5 @@
-"""SchedulerCache: Volcano's ``pkg/scheduler/cache`` (v1.14.0) with the PR #5045 / seed 003 / KEP-5278
-variants behind switches (``ha.scheduler.profiles``).
+"""SchedulerCache: Volcano's ``pkg/scheduler/cache`` (v1.14.0) with the PR #5045 /
+annotation-persistence / KEP-5278 variants behind switches (``ha.scheduler.profiles``).
 
 Pure and synchronous: informer events are method calls, all writes to the world go through the
 Binder / Evictor / StatusUpdater / PodGetter interfaces (``ha.scheduler.interfaces``). Where Volcano
@@ -728,14 +728,14 @@ class SchedulerCache:
                     self.resync_task(task)
             raise
 
-    # ==== pipeline (PR #5045 / seed 003 / PR #5663) ==============================================
+    # ==== pipeline (PR #5045 / annotation persistence / PR #5663) ================================
     def pipeline(self, task_info: TaskInfo, node_name: str) -> None:
         """Cache.Pipeline. What it does depends on the switches:
 
         * ``cache_pipeline`` (PR #5045): cache task → Pipelined, node.update_task, nominated node
           set on the cache task, ``status.nominatedNodeName`` written (failure → resync);
-        * ``annotation_persistence`` (seed 003): same cache change, but the state is written as the
-          ``volcano.sh/pipelined-*`` annotations instead of the nomination;
+        * ``annotation_persistence`` (the annotation-persistence design): same cache change, but the
+          state is written as the ``volcano.sh/pipelined-*`` annotations instead of the nomination;
         * only ``sync_nominated_node`` (PR #5663 "nomination-only"): no reservation in the cache,
           only the nomination (cache task field + status write);
         * none (v1.14.0): nothing — ``Statement.pipeline`` has an empty body.
@@ -777,7 +777,7 @@ class SchedulerCache:
 
     def unpipeline(self, task_info: TaskInfo) -> None:
         """Cache.UnPipeline: a persisted Pipelined task back to Pending, its node reservation freed,
-        the nomination (or seed-003 annotations) cleared."""
+        the nomination (or the persisted annotations) cleared."""
         sw = self.switches
         persist = sw.cache_pipeline or sw.annotation_persistence
         if not persist and not sw.sync_nominated_node:
@@ -848,7 +848,7 @@ class SchedulerCache:
         return write
 
     def _annotation_patch(self, task: TaskInfo, ann: dict[str, str | None]):
-        """Prepare the seed-003 annotation patch; the returned call does the I/O (error → resync)."""
+        """Prepare the annotation-persistence patch; the returned call does the I/O (error → resync)."""
         namespace, name, ann = task.namespace, task.name, dict(ann)
 
         def write() -> None:

@@ -74,7 +74,7 @@ class StatusUpdater(Protocol):
         """Write a PodGroup (its status)."""
 
     def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str | None]) -> dict:
-        """Set (str) or remove (None) pod annotations — seed 003's persistence path."""
+        """Set (str) or remove (None) pod annotations — the annotation-persistence design's path."""
 
 
 @runtime_checkable

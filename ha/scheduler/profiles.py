@@ -14,12 +14,12 @@ built from a Pipelined task's pod fails with 409).
 
 Switch names are part of the experiment-file contract: a renamed switch stays accepted under its
 old name (``DEPRECATED_SWITCHES``: old name -> new name) by ``Switches.with_`` and ``profile``.
-``futureidle_unpipeline`` ran the head's overflow pre-pass while its description promised the
-seed's rule; it now means ``overflow_unpipeline``.
+``futureidle_unpipeline`` ran the head's overflow pre-pass while the switch's description promised
+the fast-path rule of the PR's description; it now means ``overflow_unpipeline``.
 
-What ``seed000`` shares with ``pr5045`` beyond the seed's text (the model ties it to
+What ``seed000`` shares with ``pr5045`` beyond the PR's description (the model ties it to
 ``cache_pipeline``): an un-pipeline recorded in a Statement reaches the cache at commit
-(``Cache.UnPipeline``, head only; the seed's own ``fastpath_unpipeline`` un-pipelines in the
+(``Cache.UnPipeline``, head only; the description's own ``fastpath_unpipeline`` un-pipelines in the
 session only, as the design describes), and AddBindTask clears the nomination (head only).
 """
 from __future__ import annotations
@@ -47,7 +47,9 @@ class Switches:
     three_way_commit: bool = False          # allocate: commit ready jobs, commit pipelined jobs, discard the rest
     pipelined_first: bool = False           # allocate: pipelined jobs first, pipelined tasks before pending ones
     repipeline_guard: bool = False          # Pipeline of a task already pipelined on that node is a no-op
-    update_task_on_allocate: bool = False   # Allocate of a task already on the node uses UpdateTask (Problem 1)
+    # Allocate of a task already on the node uses UpdateTask (AddTask refuses it: a Pipelined task
+    # could never become Allocated)
+    update_task_on_allocate: bool = False
     # the design's nominated-node fast path takes every task with a
     # nomination; a task Pipelined on that node whose FutureIdle no longer fits is un-pipelined in
     # the session (Statement.UnPipeline: session only, nothing recorded) and goes through the
@@ -58,19 +60,25 @@ class Switches:
     # cache at once, S7) until it fits; denominate a job left starving. Not in the PR's description.
     overflow_unpipeline: bool = False
     self_exclusion: bool = False            # fit checks of a pipelined task on its own node add back its reservation
-    sync_nominated_node: bool = False       # NominatedNodeName in the transaction context, set synchronously (Problem 3)
+    # NominatedNodeName in the transaction context, set synchronously (the asynchronous status write
+    # may come back through the informer after the next snapshot, which then misses the nomination)
+    sync_nominated_node: bool = False
     # PR #5045's design — cache / informer layer
     informer_guard_pipelined: bool = False  # ignore pod updates without nodeName for Pipelined tasks
-    reconstruct_pipelined: bool = False     # getTaskStatus: Pending + no nodeName + nominatedNodeName -> Pipelined (Problem 4)
-    update_task_on_bind: bool = False       # AddBindTask of a pipelined task uses UpdateTask (Problem 5)
-    # S4 fix (testbed; the seed's intent — a stale reservation is un-pipelined, then re-placed):
-    # Cache.Pipeline / AddBindTask of a task the cache holds Pipelined (on another node, or on the
-    # same node where it no longer fits) first un-pipelines it from its old node (releases the
-    # reservation as UnPipeline does), then applies the new operation with AddTask; if that fails
-    # the old reservation is restored and an error returned — never klog.Fatalf. Neither path
-    # uses NodeInfo.UpdateTask any more (overrides update_task_on_bind): a task the cache already
-    # holds placed (bound meanwhile) gets AddTask's error, as in v1.14.0. UnPipeline of a task
-    # whose node is gone just returns it to Pending.
+    # getTaskStatus: Pending + no nodeName + nominatedNodeName -> Pipelined (HA cache coherence: an
+    # instance learns of another's reservations from the nomination)
+    reconstruct_pipelined: bool = False
+    # AddBindTask of a pipelined task uses UpdateTask (AddTask refuses it: a Pipelined task could
+    # never become Binding)
+    update_task_on_bind: bool = False
+    # S4 fix (testbed; the intent of the PR's description — a stale reservation is un-pipelined,
+    # then re-placed): Cache.Pipeline / AddBindTask of a task the cache holds Pipelined (on another
+    # node, or on the same node where it no longer fits) first un-pipelines it from its old node
+    # (releases the reservation as UnPipeline does), then applies the new operation with AddTask;
+    # if that fails the old reservation is restored and an error returned — never klog.Fatalf.
+    # Neither path uses NodeInfo.UpdateTask any more (overrides update_task_on_bind): a task the
+    # cache already holds placed (bound meanwhile) gets AddTask's error, as in v1.14.0. UnPipeline
+    # of a task whose node is gone just returns it to Pending.
     unpipeline_on_replace: bool = False
     # S6 fix (testbed): an update the informer guard ignores (a task the cache holds allocated or
     # Pipelined, a pod without nodeName) still replaces the task's pod copy — on its job and on its
@@ -79,7 +87,7 @@ class Switches:
     # with 409 for as long as the task stays Pipelined
     refresh_guarded_pod: bool = False
     # alternatives
-    annotation_persistence: bool = False    # alternative design: pipelined state in pod annotations instead
+    annotation_persistence: bool = False    # annotation-persistence design: pipelined state in pod annotations
     nominate_for_expectation: bool = False  # KEP-5278: set nominatedNodeName when a bind starts
     commit_pipelined_only: bool = False     # PR #5663: a JobPipelined statement keeps only its Pipeline ops
     # timing: AddBindTask's order before PR #5045's head (which clears the nomination with a
@@ -114,7 +122,7 @@ class Switches:
 
 
 # the design's changes as written: no self-exclusion ("do not
-# add the task's own request back"), Problem 2 as the fast-path un-pipeline
+# add the task's own request back"), the fast-path un-pipeline of a stale reservation
 _SEED000 = Switches(cache_pipeline=True, three_way_commit=True, pipelined_first=True,
                     repipeline_guard=True, update_task_on_allocate=True, fastpath_unpipeline=True,
                     sync_nominated_node=True, informer_guard_pipelined=True,
@@ -135,7 +143,7 @@ PROFILES: dict[str, Switches] = {
     # ... + the S6 fix (the guarded task's pod copy follows the informer)
     "pr5045-s6fixed": replace(_PR5045, self_exclusion=True, unpipeline_on_replace=True,
                               refresh_guarded_pod=True),
-    # alternative design: pipelined state persisted in annotations, rebuilt from them
+    # the annotation-persistence design: pipelined state persisted in annotations, rebuilt from them
     "annotations": Switches(annotation_persistence=True, three_way_commit=True, pipelined_first=True,
                             repipeline_guard=True, self_exclusion=True),
     # PR #5663: keep the nomination, reserve nothing in the cache

@@ -1,6 +1,6 @@
-"""allocation_drift (seed 000): pods bound to a node other than the one they were last
-nominated/pipelined to (by a committed decision or by status.nominatedNodeName in the API server);
-count and rate per nominated pod that got bound."""
+"""allocation_drift (the drift PR #5045's description names): pods bound to a node other than the
+one they were last nominated/pipelined to (by a committed decision or by status.nominatedNodeName
+in the API server); count and rate per nominated pod that got bound."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
@@ -10,8 +10,9 @@ from ha.experiment.oracles import PodEvent, committed
 
 
 class AllocationDrift:
-    """allocation_drift (seed 000): pods bound to a node other than the one they were last
-    nominated/pipelined to. ``count``; ``rate`` = count / nominated pods that got bound."""
+    """allocation_drift (the drift PR #5045's description names): pods bound to a node other than
+    the one they were last nominated/pipelined to. ``count``; ``rate`` = count / nominated pods
+    that got bound."""
 
     def __init__(self) -> None:
         self.nominated: dict[str, str] = {}       # pod -> last nominated node (until bound)

@@ -1,5 +1,6 @@
-"""repeat_pipelines (extension): pipeline decisions per distinct (pod, node), per instance — seed
-000's claim that a task already Pipelined on its node is not pipelined again, measured.
+"""repeat_pipelines (extension): pipeline decisions per distinct (pod, node), per instance — the
+claim of PR #5045's description that a task already Pipelined on its node is not pipelined
+again, measured.
 
 Counted over the records a session *decided* (``new``: not a reservation kept from an earlier
 session; records without the flag, from older runs, all count): 1.0 means every (pod, node) was

@@ -1,8 +1,8 @@
 """stale_nominations (extension): pods that carry a ``status.nominatedNodeName`` in the API server
 while no live scheduler instance holds them Pipelined on that node, for longer than a grace —
 a reservation everybody has forgotten but the pod still advertises (Volcano #5131: a Discarded
-statement leaves its nomination behind; seed 000 Problem 4: a new leader that does not rebuild
-Pipelined from the nomination).
+statement leaves its nomination behind; PR #5045's HA cache coherence: a new leader that does not
+rebuild Pipelined from the nomination).
 
 Per tick: the truth at the tick's ``rv_after`` (the event fold), every alive synced instance's
 digest. A pod is stale at a tick when it is nominated, not bound, not being deleted, and no such

@@ -21,10 +21,10 @@ dropped ``evictionOccurred`` argument).
   evict in victim order until ``Allocatable && InitResreq ≤ FutureIdle``, then Pipeline with
   ``eviction_occurred`` = something was evicted, and stop.
 
-Seed 001 (gang-aware eviction): with the action argument ``gangAwareEnable`` (or
+The gang-aware eviction design: with the action argument ``gangAwareEnable`` (or
 ``preempt.gangAwareEnable``) the action runs only ``gang_path.execute_gang_path`` (bundles, domains,
 dry-run allocate, nominate the whole gang). Without it the legacy loop above runs, retrofitted with
-sticky domains (§4.3.2): a job whose GangSearchSpaceFn returns a *hard* search space pins the domain
+sticky domains: a job whose GangSearchSpaceFn returns a *hard* search space pins the domain
 its first preempting task succeeded in; a later task failing there ends the job's turn.
 
 Go map order. ``queues`` (and ``underRequest``, built by ranging over ``ssn.Jobs``) are Go maps:
@@ -113,7 +113,7 @@ class PreemptAction:
     def execute(self, ssn: Any) -> None:
         self.parse_arguments(ssn)
         if self.gang_aware_enable:
-            # seed 001 §3.2: an independent path; none of the legacy logic runs
+            # the gang-aware design's path is independent: none of the legacy logic runs
             gang_path.execute_gang_path(ssn, self.name())
             return
         self.sticky = gang_path.StickyDomains(ssn)
@@ -175,7 +175,7 @@ class PreemptAction:
 
                     assigned = self.preempt(ssn, stmt, preemptor, between_jobs, ph)
                     if self.sticky.failed(preemptor_job.uid):
-                        break  # §4.3.2 fail fast: the pinned domain cannot take this task
+                        break  # sticky domain, fail fast: the pinned domain cannot take this task
                 if ssn.job_pipelined(preemptor_job):
                     stmt.commit()
                 else:

@@ -13,9 +13,9 @@
   ``ssn.reclaimable``; ``ValidateVictims``; evict in victim order adding each to FutureIdle until
   the task fits, then Pipeline (``eviction_occurred`` if anything was evicted) and stop.
 
-Seed 001: ``gangAwareEnable`` (or ``reclaim.gangAwareEnable``) runs only the gang-aware path
-(``gang_path.execute_gang_path``), which — unlike legacy reclaim — nominates the whole gang. Without
-it the legacy loop runs with the sticky-domain retrofit (§4.3.2), as in preempt.
+The gang-aware eviction design: ``gangAwareEnable`` (or ``reclaim.gangAwareEnable``) runs only the
+gang-aware path (``gang_path.execute_gang_path``), which — unlike legacy reclaim — nominates the
+whole gang. Without it the legacy loop runs with the sticky-domain retrofit, as in preempt.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class ReclaimAction:
         self.enable_predicate_error_cache = ssn.conf.action_arguments(self.name()).get_bool(
             ENABLE_PREDICATE_ERR_CACHE_KEY, True)
         if gang_path.gang_aware_enabled(ssn, self.name()):
-            # seed 001 §3.2: an independent path; none of the legacy logic runs
+            # the gang-aware design's path is independent: none of the legacy logic runs
             gang_path.execute_gang_path(ssn, self.name())
             return
         self.sticky = gang_path.StickyDomains(ssn)
@@ -104,7 +104,7 @@ class ReclaimAction:
                         continue
                     self.reclaim_for_task(ssn, stmt, task, job)
                     if self.sticky.failed(job.uid):
-                        break  # §4.3.2 fail fast: the pinned domain cannot take this task
+                        break  # sticky domain, fail fast: the pinned domain cannot take this task
                 if ssn.job_pipelined(job):
                     stmt.commit()
                 else:

@@ -1,4 +1,5 @@
-"""Pod → task status and status groups (``api/helpers.go``, PR #5045, seed 003)."""
+"""Pod → task status and status groups (``api/helpers.go``, PR #5045, the annotation-persistence
+design)."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +22,7 @@ TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"
 REVOCABLE_ZONE_KEY = "volcano.sh/revocable-zone"
 JDB_MIN_AVAILABLE = "volcano.sh/jdb-min-available"
 JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
-# seed 003: pipelined state persisted in pod annotations
+# the annotation-persistence design: pipelined state persisted in pod annotations
 PIPELINED_STATUS_ANNOTATION = "volcano.sh/pipelined-status"
 PIPELINED_NODE_ANNOTATION = "volcano.sh/pipelined-node"
 EVICTION_OCCURRED_ANNOTATION = "volcano.sh/eviction-occurred"
@@ -50,7 +51,8 @@ def _truthy(v: Any) -> bool:
 
 
 def get_task_status(pod: dict, switches: Any = None) -> TaskStatus:
-    """getTaskStatus; ``switches`` adds PR #5045's reconstruction and seed 003's annotations.
+    """getTaskStatus; ``switches`` adds PR #5045's reconstruction and the annotation-persistence
+    design's annotations.
 
     A pod without ``status.phase`` is treated as Pending (what API-server defaulting would set).
     """

@@ -167,8 +167,8 @@ _TASK_LABEL_SET = frozenset(_TASK_LABELS)
 def _placement(pod: dict, md: dict, spec: dict, status: dict, ann: dict,
                switches: Any) -> tuple[TaskStatus, str, str, bool]:
     """(status, node name, nominated node, eviction occurred) of a pod's TaskInfo: getTaskStatus,
-    PR #5045's placement of a reconstructed Pipelined task on its nominated node, seed 003's on its
-    pipelined-node annotation."""
+    PR #5045's placement of a reconstructed Pipelined task on its nominated node, the
+    annotation-persistence design's on its pipelined-node annotation."""
     node_name = spec.get("nodeName") or ""
     nominated = status.get("nominatedNodeName") or ""
     persist = switches is not None and switches.annotation_persistence

@@ -1,5 +1,5 @@
-"""Gang-aware eviction (seed 001): search purposes, bundles, ROI and the default
-``GangVictimSelectorFn`` (``SelectGangVictimsInDomain``, seed 001 §3.4).
+"""The gang-aware eviction design: search purposes, bundles, ROI and the default
+``GangVictimSelectorFn`` (``SelectGangVictimsInDomain``, the design's victim selection).
 
 * A candidate job's tasks inside the domain are split into a **Safe** bundle (surplus above
   ``minAvailable`` — global and per role — or every local task of a gang that is already broken)
@@ -49,7 +49,7 @@ _READY = frozenset({TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING, Ta
 
 class SearchSpace(list):
     """``OrderedValidDomains``: domains (lists of NodeInfo) best first. ``hard`` is False for a
-    soft topology constraint (the sticky-domain retrofit then keeps the whole cluster, §4.3.2.4);
+    soft topology constraint (the sticky-domain retrofit then keeps the whole cluster);
     ``names`` label the domains (hypernode names) for errors and tests."""
 
     def __init__(self, domains: Iterable[list[Any]] = (), *, hard: bool = True,
@@ -140,9 +140,9 @@ def _pod_index(name: str) -> int:
 
 
 def _victim_task_key(needed: Resource) -> Callable[[Any], tuple]:
-    """Within a job (seed §3.4 phase 1.2): coverage of the need (higher first), task priority
-    (lower first), size in need units (smaller first: least waste), creation time (youngest
-    first); then the pod-name index and name, youngest-looking first, for a stable order."""
+    """Within a job (the victim order before bundling): coverage of the need (higher first), task
+    priority (lower first), size in need units (smaller first: least waste), creation time
+    (youngest first); then the pod-name index and name, youngest-looking first, for a stable order."""
 
     def key(t: Any) -> tuple:
         return (-local_gain_score(t.resreq, needed), t.priority, global_cost_score(t.resreq, needed),
@@ -215,7 +215,7 @@ def _job_order_vote(ssn: Any, l: Any, r: Any) -> int:
 
 def compare_bundles(a: Bundle, b: Bundle, needed: Resource, *, ssn: Any = None, preemptor_queue: Any = None,
                     threshold: float = ROI_THRESHOLD, priority_before_roi: bool = False) -> int:
-    """Seed §3.4 phase 2: <0 when ``a`` is evicted before ``b``."""
+    """The bundles' sort: <0 when ``a`` is evicted before ``b``."""
     # 1. gang state: Safe/Broken before Whole
     if a.kind != b.kind:
         return -1 if a.kind < b.kind else 1

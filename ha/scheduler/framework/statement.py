@@ -4,7 +4,7 @@ Every mutating call changes only the session; the cache is touched at ``commit``
 operations in order, ``discard`` in reverse; neither clears the operation list in v1.14.0
 (calling either twice repeats every handler — kept on purpose, §6.2).
 
-Behaviour switches (``ssn.switches``, seed 000 / PR #5045 / PR #5663):
+Behaviour switches (``ssn.switches``, PR #5045's design and its code / PR #5663):
 
 * ``cache_pipeline`` — the PR's Statement: commit of a Pipeline calls ``cache.pipeline`` (and
   un-pipelines the session task if that fails); ``un_pipeline`` is a *recorded* operation whose
@@ -12,11 +12,13 @@ Behaviour switches (``ssn.switches``, seed 000 / PR #5045 / PR #5663):
   of a Pipeline does nothing and ``un_pipeline`` records nothing.
 * ``repipeline_guard`` — ``pipeline`` of a task already Pipelined on that host is a no-op.
 * ``update_task_on_allocate`` — ``allocate`` of a task already on the node (Pipelined there)
-  uses ``node.update_task`` instead of ``node.add_task`` (Problem 1). Seed 003's
+  uses ``node.update_task`` instead of ``node.add_task``, which refuses a task already on the
+  node, so a Pipelined task can become Allocated. The annotation-persistence design's
   ``annotation_persistence`` implies the same ("prevent duplicate AddTask for pipelined → final
   allocation"); its "unallocate from a pipelined origin restores Pipelined" is not modelled.
 * ``sync_nominated_node`` — ``pipeline`` sets ``task.nominated_node_name = host``;
-  ``_unpipeline`` / ``_unallocate`` clear it (Problem 3).
+  ``_unpipeline`` / ``_unallocate`` clear it, so that the next snapshot sees the nomination without
+  waiting for the asynchronous status write to come back through the informer.
 * ``commit_pipelined_only`` is applied through :meth:`Statement.commit_pipelined` (PR #5663's
   ``CommitPipelined``: keep Pipeline ops, roll back Allocate and Evict, clear the list).
 """
@@ -169,9 +171,10 @@ class Statement:
     unpipeline = un_pipeline
 
     def un_pipeline_in_session(self, task: Any) -> None:
-        """ba1e9c5bd's ``UnPipeline`` (seed 000's Problem 2, switch ``fastpath_unpipeline``): the
-        session effect of un-pipelining, recorded nowhere — neither commit nor discard sees it,
-        and the cache keeps the task's reservation until a commit re-places the task."""
+        """ba1e9c5bd's ``UnPipeline`` (the PR description's fix for a task competing with its own
+        reservation on its nominated node, switch ``fastpath_unpipeline``): the session effect of
+        un-pipelining, recorded nowhere — neither commit nor discard sees it, and the cache keeps
+        the task's reservation until a commit re-places the task."""
         self._unpipeline(task)
 
     def _unpipeline(self, task: Any) -> None:

@@ -1,5 +1,5 @@
 """network-topology-aware (``plugins/network-topology-aware/network_topology_aware.go``, v1.14.0),
-plus seed 001's ``GangSearchSpaceFn`` and the label-tier shortcut.
+plus the gang-aware eviction design's ``GangSearchSpaceFn`` and the label-tier shortcut.
 
 What v1.14.0 registers (each behind its PluginOption flag, as the session gates them):
 
@@ -29,7 +29,7 @@ one hypernode ``<key>=<value>`` per label value, with a ``labelMatch`` Node memb
 HyperNode members every lower-tier hypernode whose nodes all lie inside it — and installs them in
 the session exactly as the cache would have.
 
-Seed 001 (``GangSearchSpaceFn``): the domains of a job with ``spec.networkTopology`` are the
+Gang domains (``GangSearchSpaceFn``): the domains of a job with ``spec.networkTopology`` are the
 session's hypernodes of tier ≤ highestTierAllowed (``cluster`` — every node — when the bound
 reaches the cluster-top tier), only those holding every node the gang already occupies; for
 eviction (``PURPOSE_EVICT``) those whose capacity could hold the gang's pending request, by cost to
@@ -153,9 +153,9 @@ def hyper_node_objects_from_labels(nodes: list[Any], tier_labels: tuple[str, ...
 
 
 def job_constraint(job: Any) -> TopologyConstraint | None:
-    """Seed 001's reading of ``spec.networkTopology`` (None when absent): mode defaults to hard (the
-    CRD default), ``highestTierAllowed`` to 1 (a tier name resolves through the session's tier names
-    once allocate has run ``updateJobTier``)."""
+    """The gang-aware design's reading of ``spec.networkTopology`` (None when absent): mode defaults
+    to hard (the CRD default), ``highestTierAllowed`` to 1 (a tier name resolves through the
+    session's tier names once allocate has run ``updateJobTier``)."""
     pg = getattr(job, "pod_group", None)
     if not isinstance(pg, dict):
         return None
@@ -453,7 +453,7 @@ class NetworkTopologyPlugin:
             return True
         return min_resource.less_equal(st.idle, ZERO) or min_resource.less_equal(st.future_idle, ZERO)
 
-    # -- seed 001 ------------------------------------------------------------------------------
+    # -- gang domains --------------------------------------------------------------------------
     def candidate_domains(self, job: Any, ssn: Any) -> list[HyperNode]:
         c = job_constraint(job)
         if c is None:

@@ -3,7 +3,8 @@
 * ``allocate`` -- the action (``AllocateAction``, ``new``), and ``dry_run_allocate``, the dry run
   the gang path of preempt and reclaim nominates from;
 * ``fastpath`` -- the vectorised node scan and scores, proven equal to the scalar path;
-* ``gang_domains`` -- seed 001's hook placing a job within one of its gang domains;
+* ``gang_domains`` -- the gang-aware eviction design's hook placing a job within one of its gang
+  domains;
 * ``future_idle`` -- what a task may use of a node (FutureIdle, with the self-exclusion fix).
 
 Nothing outside this package imports the fast path or the hook."""

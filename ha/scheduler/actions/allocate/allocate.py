@@ -23,7 +23,8 @@ Switches (``ssn.switches``):
   panic (``ResourceUnderflow``: the DeallocateFunc of drf / proportion subtracting a task that was
   Pipelined before the session opened, which their ``allocated`` never counted) ends the session,
   as it crashes Volcano.
-* ``fastpath_unpipeline`` — seed 000's Problem 2 as written (ba1e9c5bd): the nominated-node fast
+* ``fastpath_unpipeline`` — the PR description's fix for a Pipelined task competing with its own
+  reservation in its nominated node's FutureIdle, as written (ba1e9c5bd): the nominated-node fast
   path is taken by every task with a nomination (not only Pipelined ones); when the task does not
   fit its nominated node's FutureIdle and is Pipelined on that node, it is un-pipelined in the
   session only (``Statement.un_pipeline_in_session``, ba1e9c5bd's ``UnPipeline``: nothing recorded,
@@ -53,10 +54,10 @@ JobReady, and the job's ``allocated_hyper_node`` becomes the LCA of the old one 
 hypernode. Other jobs use the cluster-top hypernode (all nodes); for a job with a topology each
 task carries the sub-job's allocated hypernode (``task.job_allocated_hyper_node``, read by the
 plugin's node score), which grows to the LCA of the placed nodes' lowest-tier hypernodes and is kept
-when a soft job becomes ready. When seed 001's ``GangSearchSpaceFn`` answers for a job (the
-network-topology-aware plugin does when its ``enabledHyperNodeGradient`` is off), that hook places
-the job in one of its domains instead (gang_domains.py). A job with a network topology never takes the
-vectorised fast path.
+when a soft job becomes ready. When the gang-aware eviction design's ``GangSearchSpaceFn`` answers
+for a job (the network-topology-aware plugin does when its ``enabledHyperNodeGradient`` is off),
+that hook places the job in one of its domains instead (gang_domains.py). A job with a network
+topology never takes the vectorised fast path.
 
 Deviations: sub-group policies are not modelled (every job is its default sub-job); no sharding;
 random node and hypernode tie-breaks use ``ssn.rng``.
@@ -286,7 +287,7 @@ class AllocateAction:
 
     # -- network topology (hard mode) -----------------------------------------------------------
     def _domain_hook_applies(self, job: Any) -> bool:
-        """Seed 001: a GangSearchSpaceFn that answers for this job places it (gang_domains.py)."""
+        """Gang domains: a GangSearchSpaceFn that answers for this job places it (gang_domains.py)."""
         if not getattr(self.ssn, "gang_search_space_fns", None):
             return False
         from ha.scheduler.framework.gang_eviction import PURPOSE_ALLOCATE
@@ -381,7 +382,7 @@ class AllocateAction:
                                      hyper_node: str = CLUSTER_TOP_HYPERNODE) -> Statement | None:
         ssn = self.ssn
         if nodes is None:
-            # --- seed 001 hook (gang_domains.py): a job a GangSearchSpaceFn constrains is placed
+            # --- gang-domain hook (gang_domains.py): a job a GangSearchSpaceFn constrains is placed
             # within one of its domains; ``nodes`` restricts this call to one domain. ---
             if getattr(ssn, "gang_search_space_fns", None):
                 res = allocate_in_domains(self, job, tasks)
@@ -419,13 +420,13 @@ class AllocateAction:
             if nominated:
                 nn = ssn.nodes.get(nominated)
                 if nodes is not ssn.node_list and nn is not None and nn not in nodes:
-                    nn = None  # seed 001: the nomination lies outside this call's domain
+                    nn = None  # gang domains: the nomination lies outside this call's domain
                 if nn is not None and task.init_resreq.less_equal(future_idle_for(ssn, task, nn), ZERO):
                     predicate_nodes, fit_errors = ph.predicate_nodes(task, [nn], self.predicate,
                                                                      self.enable_predicate_error_cache)
                 elif (nn is not None and _sw(ssn, "fastpath_unpipeline")
                       and task.status == TaskStatus.PIPELINED and task.node_name == nn.name):
-                    # seed 000, Problem 2: the stale reservation goes, the node scan decides
+                    # the PR's description: the stale reservation goes, the node scan decides
                     stmt.un_pipeline_in_session(task)
             fast_sel = vector_fe = None
             if not predicate_nodes:
@@ -549,9 +550,10 @@ register_action("allocate", new)
 
 
 def dry_run_allocate(ssn: Any, job: Any, tasks: list[Any], domain: list[Any]) -> list[tuple[Any, str]] | None:
-    """Seed §3.3.2: run allocate's ``allocate_resources_for_tasks`` for the gang on the domain
-    only, read the placements, undo everything (including the shared pod's spec.nodeName, the
-    job's fit errors and the tasks' last transactions). None unless the job ends Pipelined/Ready."""
+    """The gang-aware design nominates what allocate would do: run ``allocate_resources_for_tasks``
+    for the gang on the domain only, read the placements, undo everything (including the shared
+    pod's spec.nodeName, the job's fit errors and the tasks' last transactions). None unless the
+    job ends Pipelined/Ready."""
     alloc = AllocateAction()
     alloc.parse_arguments(ssn)
     alloc.ssn = ssn

@@ -1,8 +1,9 @@
-"""Allocate's side of seed 001's gang domains: the hook that places a job a ``GangSearchSpaceFn``
-constrains within one of its domains (``allocate_in_domains``, called by the action for such a
-job), and ``undo_side_effects``, which puts back what a thrown-away run of the action changed
-outside its statement (also used by ``allocate.dry_run_allocate``, the dry run the gang path of
-preempt and reclaim, ``ha.scheduler.actions.utils.gang_path``, nominates from)."""
+"""Allocate's side of the gang domains of the gang-aware eviction design: the hook that places a
+job a ``GangSearchSpaceFn`` constrains within one of its domains (``allocate_in_domains``, called
+by the action for such a job), and ``undo_side_effects``, which puts back what a thrown-away run
+of the action changed outside its statement (also used by ``allocate.dry_run_allocate``, the dry
+run the gang path of preempt and reclaim, ``ha.scheduler.actions.utils.gang_path``, nominates
+from)."""
 from __future__ import annotations
 
 from typing import Any
@@ -36,9 +37,10 @@ class undo_side_effects:
 
 
 def allocate_in_domains(action: Any, job: Any, tasks: PriorityQueue) -> Any:
-    """Allocate over the job's domains (seed §2.2 phase 2): simulate every domain, keep the best —
-    Ready over Pipelined, more tasks placed, more of them Allocated, earlier (preferred) domain —
-    and run it for real. NOT_HANDLED when no plugin constrains the job."""
+    """Allocate over the job's domains (an exhaustive search, where eviction takes the first fit):
+    simulate every domain, keep the best — Ready over Pipelined, more tasks placed, more of them
+    Allocated, earlier (preferred) domain — and run it for real. NOT_HANDLED when no plugin
+    constrains the job."""
     ssn = action.ssn
     space = ssn.gang_valid_domains(job, PURPOSE_ALLOCATE)
     if not space:

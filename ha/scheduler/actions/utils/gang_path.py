@@ -1,6 +1,7 @@
-"""The gang-aware pipeline shared by preempt and reclaim (seed 001 §2.2, §3.3) and the
-sticky-domain retrofit of the legacy loops (§4.3.2). Allocate's own side of the seed -- its domain
-hook and the dry run used in step c below -- is ``ha.scheduler.actions.allocate.gang_domains``.
+"""The gang-aware eviction design's pipeline shared by preempt and reclaim (search space, then
+first fit over the domains) and the sticky-domain retrofit of the legacy loops. Allocate's own
+side of the design -- its domain hook and the dry run used in step c below -- is
+``ha.scheduler.actions.allocate.gang_domains``.
 
 Gang path (``preempt.gangAwareEnable`` / ``reclaim.gangAwareEnable``), per starving job:
 
@@ -40,15 +41,15 @@ def _permit_all(evictor: Any, evictees: list[Any]) -> tuple[list[Any], int]:
     return list(evictees), 1
 
 
-# In the gang path the framework guards gang integrity with bundles (seed 001 §5.1 "relax
-# constraints"): the gang plugin's minMember cut-off would reject every Whole bundle, so for the
+# In the gang path the framework guards gang integrity with bundles (the design relaxes the gang
+# plugin's constraints): its minMember cut-off would reject every Whole bundle, so for the
 # batched call it approves every candidate (it still votes, so a tier is not left empty).
 GANG_INTEGRITY_OVERRIDES: dict[str, Callable] = {"gang": _permit_all}
 
 
 def _arg_bool(ssn: Any, action: str, key: str) -> bool:
     """``<key>`` or ``<action>.<key>`` in the action's arguments, or ``<action>.<key>`` in any
-    plugin's arguments (the seed's YAML puts it there)."""
+    plugin's arguments (the gang-aware design's example configuration puts it there)."""
     args = ssn.conf.action_arguments(action)
     if args.get_bool(key, False) or args.get_bool(f"{action}.{key}", False):
         return True
@@ -260,10 +261,11 @@ def gang_evict_in_domain(ssn: Any, kind: str, job: Any, tasks: list[Any], domain
 # -- sticky-domain retrofit -------------------------------------------------------------------------
 
 class StickyDomains:
-    """§4.3.2 for the legacy task-by-task loops: the first task of a job with a *hard* topology
-    constraint that gets a placement pins the domain it got it in (domains tried in the plugin's
-    order); later tasks of the job search only that domain; a later task that fails there fails
-    the job for this cycle (``failed``). Soft constraints and unconstrained jobs: all nodes."""
+    """Sticky domains, the retrofit of the legacy task-by-task loops: the first task of a job with a
+    *hard* topology constraint that gets a placement pins the domain it got it in (domains tried in
+    the plugin's order); later tasks of the job search only that domain; a later task that fails
+    there fails the job for this cycle (``failed``). Soft constraints and unconstrained jobs: all
+    nodes."""
 
     def __init__(self, ssn: Any):
         self.ssn = ssn
