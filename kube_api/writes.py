@@ -116,6 +116,15 @@ def _note_written(extra: dict, obj: dict | None, kind: str) -> None:
         extra["conditions"] = conds
 
 
+def _note_sent(extra: dict, obj: dict, kind: str, subresource: str | None) -> None:
+    """The nomination a Pod status write asks for, logged whether the write succeeds or not
+    (``sentNominatedNodeName``): a write refused with 409 leaves no written object behind, and
+    Volcano's nomination of a Pipelined task is still the session's decision (the model records
+    its pipeline decisions whether their status write lands or not, ha/runtime/incarnation.py)."""
+    if kind == "Pod" and subresource == "status":
+        extra["sentNominatedNodeName"] = ((obj.get("status") or {}).get("nominatedNodeName") or "")
+
+
 async def _route(ctx: RequestContext, extra: dict) -> web.Response:
     r, method, sub = ctx.resource, ctx.request.method, ctx.subresource
     dry = _dry_run(ctx)
@@ -380,6 +389,7 @@ async def _update(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
         raise _bad(f"the name of the object ({name!r}) does not match the name on the URL ({ctx.name!r})",
                    "metadata.name", r, ctx.name)
     new = _stored(body, r)
+    _note_sent(extra, new, r.kind, ctx.subresource)
     user_rv = _rv_of(new)
     if user_rv is None and r.kind in CUSTOM_KINDS:
         raise _invalid(r, ctx.name, "metadata.resourceVersion",
@@ -595,6 +605,7 @@ async def _patch(ctx: RequestContext, dry: bool, extra: dict) -> web.Response:
             raise _bad(f"the namespace of the object ({md.get('namespace')!r}) does not match the namespace on "
                        f"the URL ({ctx.namespace!r})", "metadata.namespace", r, ctx.name)
         new = _stored(patched, r)
+        _note_sent(extra, new, r.kind, ctx.subresource)
         patch_rv = _rv_of(new)
         user_rv = patch_rv if patch_rv is not None and patch_rv != _rv_of(current) else None
         if user_rv is None and _patch_sets_rv(patch):

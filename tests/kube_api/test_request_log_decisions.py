@@ -58,3 +58,32 @@ def test_pod_writes_log_what_decisions_need(kube_front):
     assert [(d["op"], d["node"], d["uid"], d["ok"]) for d in ds] == [
         ("pipeline", "n2", uid, True), ("bind", "n2", uid, True), ("evict", "n2", uid, True)]
     assert ds[2]["reason"] == "PreemptionByScheduler"
+
+
+def test_a_refused_status_write_logs_the_nomination_it_asked_for(kube_front):
+    """A status write on a stale copy of the pod is refused with 409 and stores nothing; the
+    request log still says which nomination it asked for, so the session's pipeline decision is
+    read from it (a ``pipeline`` decision followed by the failed ``status``)."""
+    api = kube_front.kubernetes_client()
+    try:
+        v1 = k.CoreV1Api(api)
+        stale = v1.create_namespaced_pod(NS, k.V1Pod(
+            metadata=k.V1ObjectMeta(name="p2"),
+            spec=k.V1PodSpec(scheduler_name="volcano", containers=[k.V1Container(name="main", image="busybox")])))
+        fresh = v1.read_namespaced_pod("p2", NS)
+        fresh.metadata.labels = {"touched": "yes"}
+        v1.replace_namespaced_pod("p2", NS, fresh)       # the copy the scheduler holds is now stale
+        ep = kube_front.endpoint
+        start = len(ep.requests)
+        stale.status.nominated_node_name = "n3"
+        with pytest.raises(k.rest.ApiException) as e:
+            v1.replace_namespaced_pod_status("p2", NS, stale)
+        recs = ep.requests[start:]
+    finally:
+        api.close()
+    assert e.value.status == 409
+    (w,) = [r for r in recs if r["verb"] == "update"]
+    assert w["code"] == 409 and w["sentNominatedNodeName"] == "n3" and "nominatedNodeName" not in w
+    assert kube_front.api.get("Pod", "p2", NS)["status"].get("nominatedNodeName") in (None, "")
+    ds = DecisionExtractor("observer").feed(recs)
+    assert [(d["op"], d["node"], d["ok"]) for d in ds] == [("pipeline", "n3", True), ("status", None, False)]

@@ -413,3 +413,33 @@ def test_scraper_over_http(tmp_path):
     assert got == volcano_figures(parse_prometheus(page.decode()))
     with pytest.raises(MetricsUnavailable, match=f"GET http://127.0.0.1:{srv.server_port}/metrics: "):
         MetricsScraper(f"http://127.0.0.1:{srv.server_port}/metrics", timeout_s=1).scrape()
+
+
+def test_a_refused_nomination_is_still_the_sessions_pipeline_decision():
+    """Volcano writes a Pipelined task's nomination in a status write; when the API server refuses
+    it (409 on a stale pod copy, S6) the session decided the pipeline all the same, and the model
+    records it: the extractor reads the nomination the write asked for (``sentNominatedNodeName``)."""
+    pod = {"group": "", "resource": "pods", "namespace": "ns", "name": "p", "uid": "u",
+           "verb": "update", "subresource": "status"}
+    refused = {**pod, "code": 409, "reason": "Conflict"}
+    x = DecisionExtractor("scheduler-1", session_gap_s=0.5)
+    ds = x.feed([
+        {**refused, "t": 1.0, "sentNominatedNodeName": "n1"},          # session 1: refused
+        {**refused, "t": 2.0, "sentNominatedNodeName": "n1"},          # session 2: the same, refused again
+        {**refused, "t": 3.0, "sentNominatedNodeName": ""},            # a refused write without a nomination
+        {**pod, "t": 4.0, "code": 200, "nominatedNodeName": "n1"},     # session 4: lands
+        {**refused, "t": 5.0, "sentNominatedNodeName": "n1"},          # asks for what is written: no decision
+        {**refused, "t": 6.0, "sentNominatedNodeName": "n2"},          # a new node, refused
+    ])
+    assert [(d["session"], d["op"], d["node"], d["ok"], d.get("new")) for d in ds] == [
+        (1, "pipeline", "n1", True, True), (1, "status", None, False, None),
+        (2, "pipeline", "n1", True, False), (2, "status", None, False, None),
+        (3, "status", None, False, None),
+        (4, "pipeline", "n1", True, True),
+        (5, "status", None, False, None),
+        (6, "pipeline", "n2", True, True), (6, "status", None, False, None)]
+    assert ds[0]["write_error"] == "409 Conflict" and x.counters["status_errors"] == 5
+    assert x.counters["pipelines"] == 1       # written nominations only
+    # a refused write logged before the front logged what it asked for: no decision invented
+    y = DecisionExtractor("scheduler-1")
+    assert [(d["op"], d["ok"]) for d in y.feed([{**refused, "t": 1.0}])] == [("status", False)]

@@ -16,9 +16,15 @@ bind       ``POST pods/{n}/binding`` (or the ``bindings`` collection): ``ok`` wh
 pipeline   a pod ``/status`` write that leaves ``status.nominatedNodeName`` set to a node other than
            the one this instance's previous write of the pod left (Volcano writes the nomination of
            a Pipelined task so, ``taskUnschedulable``); ``new`` is True (the request log shows only
-           changes: an unchanged nomination is not written again)
+           changes: an unchanged nomination is not written again). A *refused* status write (409,
+           ...) that asks for such a nomination (the front logs ``sentNominatedNodeName``) is the
+           session's pipeline decision all the same, as the model records one whether its write
+           lands or not: a ``pipeline`` record (``ok`` True, ``write_error`` the refusal; ``new``
+           False when the last refused write of the pod asked for the same node) followed by the
+           failed ``status`` record
 status     every other successful pod ``/status`` write that is not the first half of an eviction
-           (PodScheduled=False, ...); ``node`` the nomination it carries, if any
+           (PodScheduled=False, ...); ``node`` the nomination it carries, if any; a refused one with
+           ``ok`` False and ``node`` None
 evict      ``DELETE pods/{n}`` after this instance's status write that set the
            ``DisruptionTarget`` condition True (Volcano's evictor: the condition, then the delete);
            ``reason`` the condition's reason. A failed delete is ``ok`` False; a status write with
@@ -123,6 +129,7 @@ class DecisionExtractor:
     # sessions are inferred from gaps between writes
     session_starts: list[float] | None = None
     _nominated: dict[str, str] = field(default_factory=dict)         # pod -> node its last write left
+    _attempted: dict[str, str] = field(default_factory=dict)         # pod -> nomination of refused writes since
     _disrupting: dict[str, tuple[float, str | None, str]] = field(default_factory=dict)  # pod -> (t, uid, reason)
 
     def add_session_starts(self, starts: Iterable[float]) -> None:
@@ -157,11 +164,13 @@ class DecisionExtractor:
         out: list[dict[str, Any]] = []
         for rec in records:
             d = self._one(rec)
-            if d is not None:
+            if isinstance(d, list):
+                out.extend(d)
+            elif d is not None:
                 out.append(d)
         return out
 
-    def _one(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+    def _one(self, rec: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
         verb, res, sub = rec.get("verb"), rec.get("resource"), rec.get("subresource")
         group = rec.get("group") or ""
         code = int(rec.get("code") or 0)
@@ -180,8 +189,17 @@ class DecisionExtractor:
             key = _pod_key(rec)
             if not ok:
                 c["status_errors"] += 1
-                return self._rec(rec, "status", pod=key, uid=rec.get("uid"), node=None, ok=False,
-                                 error=_error(rec))
+                failed = self._rec(rec, "status", pod=key, uid=rec.get("uid"), node=None, ok=False,
+                                   error=_error(rec))
+                sent = rec.get("sentNominatedNodeName") or ""
+                if not sent or sent == self._nominated.get(key, ""):
+                    return failed
+                # the session nominated the pod (pipelined it) and the write was refused: the
+                # decision stands, as the model records it
+                new = sent != self._attempted.get(key)
+                self._attempted[key] = sent
+                return [self._rec(rec, "pipeline", pod=key, uid=rec.get("uid"), node=sent, ok=True, error=None,
+                                  new=new, write_error=_error(rec)), failed]
             dt = _condition(rec, "DisruptionTarget")
             if dt is not None and dt[0] == "True" and key not in self._disrupting:
                 # the first half of an eviction: decided when its DELETE comes
@@ -193,6 +211,7 @@ class DecisionExtractor:
                 self._nominated[key] = nnn
             else:
                 self._nominated.pop(key, None)
+            self._attempted.pop(key, None)
             c["status_writes"] += 1
             if nnn and nnn != before:
                 c["pipelines"] += 1
