@@ -118,3 +118,48 @@ def test_no_cache_is_recorded_between_an_exit_and_the_next_life(tmp_path):
     assert cd["max"] == 0
     assert cd["unobserved"]["scheduler-1"]["ticks"] == 1
     assert "exited" in cd["unobserved"]["scheduler-1"]["reason"]
+
+
+_HALF_LINE = textwrap.dedent('''\
+    #!{python}
+    """Starts, then is caught half-way through writing a fatal line (killed mid-write)."""
+    import sys, time
+    print("I0101 00:00:00.000000 1 leaderelection.go:1] stand-in started", flush=True)
+    sys.stdout.write("F0101 00:00:01.000000 1 cache.go:1] half a fatal line")
+    sys.stdout.flush()
+    while True:
+        time.sleep(1)
+''')
+
+
+def test_a_line_a_killed_life_left_half_written_is_not_the_next_lifes(tmp_path):
+    """A life killed mid-write leaves a line without its end; the next life's first line must not be
+    read as its continuation (that glued line starts like a fatal one, and the next life, killed in
+    its turn, would be reported as having died of it)."""
+    import os
+    import signal
+    binary = tmp_path / "vc-scheduler"
+    binary.write_text(_HALF_LINE.format(python=sys.executable))
+    binary.chmod(0o755)
+    cfg = ExternalConfig(
+        name="scheduler-1", binary=str(binary), version="stand-in", endpoint_url="http://127.0.0.1:1",
+        kubeconfig=str(tmp_path / "kubeconfig"), workdir=str(tmp_path / "work"),
+        log_path=str(tmp_path / "scheduler-1.log"), request_log=str(tmp_path / "requests.jsonl"),
+        delivery_log=str(tmp_path / "delivery.log"), scheduler_conf_yaml="actions: allocate\n",
+        leader_elect=False, restart_delay_s=0.2, tmp_root=str(tmp_path / "tmp"))
+    sup = ExternalScheduler(cfg)
+    log = tmp_path / "scheduler-1.log"
+
+    async def run():
+        await sup.start()
+        try:
+            for life in (0, 1):
+                await _until(lambda: sup.life.handle.life == life
+                             and log.read_text().count("half a fatal line") == life + 1)
+                os.kill(sup.life.handle.pid, signal.SIGKILL)
+                await _until(lambda: len(sup.ends) == life + 1)
+        finally:
+            await sup.stop()
+
+    asyncio.run(run())
+    assert [e.reason for e in sup.ends[:2]] == ["signal SIGKILL", "signal SIGKILL"], sup.ends

@@ -42,6 +42,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ha.runtime.external.observe.tail import complete_lines
 from ha.runtime.external.process import ExternalConfig, ProcessHandle, volcano_argv
 
 __all__ = ["ExternalScheduler", "create_external_actor", "LifeEnd"]
@@ -136,7 +137,6 @@ class ExternalScheduler:
         self._watcher: asyncio.Task | None = None
         self._api = None
         self._log_pos = 0
-        self._partial = b""
         self._conf_path = os.path.join(cfg.workdir, "scheduler.conf")
         # one observation at a time, on a thread of its own: ticks that arrive while a sample runs
         # share it (a slow cache dump never piles up calls, nor starves is_leader / pid of threads)
@@ -233,18 +233,12 @@ class ExternalScheduler:
         log.info("%s: life %d ended: %s", self.cfg.name, h.life, reason)
 
     async def _read_log(self, life: _Life) -> None:
+        # complete lines of this life's part of the log only: a line an ended life left half-written
+        # (killed mid-write) is never glued to the next life's first line
         try:
-            with open(self.cfg.log_path, "rb") as f:
-                f.seek(max(self._log_pos, life.log_offset))
-                data = f.read(4 << 20)
-                self._log_pos = f.tell()
+            lines, self._log_pos = complete_lines(self.cfg.log_path, max(self._log_pos, life.log_offset), 4 << 20)
         except OSError:
             return
-        if not data:
-            return
-        data = self._partial + data
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
         for raw in lines:
             line = raw.decode("utf-8", "replace")
             if life.acquired_at is None and LEASE_ACQUIRED.search(line):
