@@ -1,4 +1,4 @@
-"""Seed 000's "Current vs Proposed" table, from results folders of
+"""The "Current vs Proposed" table of PR #5045's design, from results folders of
 examples/seed000-current-vs-proposed.yaml run under different profiles.
 
 One run per profile (an anecdote: one seed), a column per folder headed by its profile:

@@ -527,7 +527,8 @@ def pod_object(ctx: _Ctx, spec: Any, where: str) -> dict:
     annotations = _str_map(ctx, spec.get("annotations"), f"{where}.annotations")
     if group:
         annotations[GROUP_NAME_ANNOTATION] = group
-    # derived fields of the scenario format (§16.1) must agree with what they derive from
+    # derived fields of the scenario format (docs/volcano-semantics.md §16.1) must agree with what
+    # they derive from
     if "taskRole" in spec and spec["taskRole"] and "volcano.sh/task-spec" not in labels \
             and "volcano.sh/task-spec" not in annotations:
         annotations["volcano.sh/task-spec"] = _str(ctx, spec["taskRole"], f"{where}.taskRole")
@@ -661,7 +662,7 @@ def build_objects(ctx: _Ctx, spec: dict, prefix: str = "", *, priority_classes: 
 
 # ------------------------------------------------------------------------------------ hypernodes
 # docs/design.md, scenario files item 1: top-level ``hypernodes`` (HyperNode objects) and ``hypernode_cache`` (the Go
-# harness's injected tier sets and real-node sets); §4's ``expected.bind_check`` and
+# harness's injected tier sets and real-node sets); item 4's ``expected.bind_check`` and
 # ``bind_counts_by_hypernode`` are read with the rest of ``expected``.
 
 

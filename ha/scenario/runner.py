@@ -242,7 +242,8 @@ class ScenarioCluster:
         """Open a session on the cache, run the conf's actions in order, close it.
 
         ``update_all_before_close``: the Go harness's CheckAll runs ``JobUpdater.UpdateAll``
-        before inspecting the session (§16.2 step 4) and CloseSession runs it again; a real
+        before inspecting the session (step 4 of the module docstring; docs/volcano-semantics.md §16.2)
+        and CloseSession runs it again; a real
         scheduler cycle (runOnce) runs it once, at close. The multi-session driver uses the latter.
         """
         from ha.scheduler.api import ResourceUnderflow

@@ -188,7 +188,8 @@ def test_too_few_common_seeds_give_no_verdict(sweeps):
 
 @pytest.fixture(scope="module")
 def sim_run(tmp_path_factory):
-    """Seed 000 under v1.14 on the sim engine, seed 1 (the leader is killed at 12 s)."""
+    """examples/seed000-current-vs-proposed.yaml under v1.14 on the sim engine, seed 1 (the leader is
+    killed at 12 s)."""
     root = Path(__file__).resolve().parents[2]
     out = tmp_path_factory.mktemp("sim") / "run"
     r = CliRunner().invoke(app, ["run", str(root / "examples" / "seed000-current-vs-proposed.yaml"), "--engine", "sim",
@@ -198,7 +199,7 @@ def sim_run(tmp_path_factory):
 
 
 def test_api_drift_counts_only_the_nominations_the_api_server_saw(sim_run):
-    """A sim run of seed 000 under v1.14: the model's
+    """A sim run of examples/seed000-current-vs-proposed.yaml under v1.14: the model's
     allocation_drift also counts its committed in-cache pipeline decisions; allocation_drift_api
     only binds off the last status.nominatedNodeName the API server held -- recounted here from
     the history's pod objects."""

@@ -1,4 +1,5 @@
-"""overcommit_violations on the episode seed 000's pr5045 run showed (examples/README.md):
+"""overcommit_violations on the episode that the pr5045 run of examples/seed000-current-vs-proposed.yaml
+showed (examples/README.md, "The 2 overcommitted node-ticks of pr5045"):
 node-1 (8 cpu) at t≈18 s held four live 2-cpu pods plus job-00006-0-r1, evicted in the same
 session and still terminating; the new leader (scheduler-3, whose pod watch lagged ~1 s) had bound
 job-00031-0 there without having seen scheduler-2's last bind (job-00026-0). The oracle must

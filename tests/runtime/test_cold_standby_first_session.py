@@ -3,10 +3,10 @@ then its first session runs at once and the next a period later (``Run()``: ``ca
 ``wait.Until(runOnce, period)``, which calls ``runOnce`` before its first wait) -- not at the next
 tick of a session loop that has been ticking since the process started.
 
-Seed 000 on the sim engine with cold standbys, the leader killed at 12 s: the new leader's first
-decision comes within a small part of the period after the Lease's acquireTime, and the failover
-is timed from that acquireTime (``failover_recovery_s``), not from the measuring tick that read
-the Lease after those first binds."""
+examples/seed000-current-vs-proposed.yaml on the sim engine with cold standbys, the leader killed at
+12 s: the new leader's first decision comes within a small part of the period after the Lease's
+acquireTime, and the failover is timed from that acquireTime (``failover_recovery_s``), not from the
+measuring tick that read the Lease after those first binds."""
 from __future__ import annotations
 
 from pathlib import Path

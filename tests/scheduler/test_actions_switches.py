@@ -1,4 +1,4 @@
-"""Actions and each seed-000 / PR #5663 switch in a small constructed session (real cache,
+"""Actions and each switch of PR #5045's design / PR #5663 in a small constructed session (real cache,
 RecordingIO, real plugins), run through ``ha.scheduler.scheduler.run_session``."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""NodeInfo accounting (semantics doc §3), incl. the worked numbers of §3.5."""
+"""NodeInfo accounting (Volcano's ``api/node_info.go``), with worked numbers: two Running pods, an
+Unknown pod exceeding Idle, a Pipelined task that becomes Allocated."""
 from __future__ import annotations
 
 import pytest

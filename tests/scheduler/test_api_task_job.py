@@ -1,4 +1,5 @@
-"""TaskInfo / JobInfo / getTaskStatus semantics (api/job_info.go, api/helpers.go, PR #5045, seed 003)."""
+"""TaskInfo / JobInfo / getTaskStatus semantics (api/job_info.go, api/helpers.go, PR #5045, the
+annotation-persistence design)."""
 from __future__ import annotations
 
 import pytest

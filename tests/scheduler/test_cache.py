@@ -242,7 +242,7 @@ def test_pipeline_per_profile():
     assert cache.nodes["n1"].pipelined.milli_cpu == 1000 and io.nominated_node_name("ns/p0") == "n1"
     cache.unpipeline(t)
     assert t.status == S.PENDING and t.node_name == "" and cache.nodes["n1"].pipelined.to_plain() == {}
-    # seed 003: annotations instead of the nomination
+    # the annotation-persistence design: annotations instead of the nomination
     cache, io, _ = populated("annotations")
     cache.pipeline(task_of(cache, "p0"), "n1")
     assert task_of(cache, "p0").status == S.PIPELINED and io.status_writes == []

@@ -1,7 +1,7 @@
-"""Seed 001 §3.4 worked examples as unit tests: the Safe/Whole bundles of Job-A and Job-B, the four
-ROI tables (Local Score, Global Score, Efficiency, Winner), the 0.05 threshold, and the batched
-plugin validation with atomic enforcement — on real JobInfo/TaskInfo built by a real cache and
-sessions opened with real plugins."""
+"""The gang-aware eviction design's worked examples of victim selection as unit tests: the
+Safe/Whole bundles of Job-A and Job-B, the four ROI tables (Local Score, Global Score, Efficiency,
+Winner), the 0.05 threshold, and the batched plugin validation with atomic enforcement — on real
+JobInfo/TaskInfo built by a real cache and sessions opened with real plugins."""
 from __future__ import annotations
 
 import pytest
@@ -92,7 +92,7 @@ def test_elastic_job_ignores_role_minimums_and_broken_gang_is_safe():
     assert only.kind == SAFE and only.broken and only.task_names() == ["br-0"]
 
 
-# -- ROI tables (seed 001 §3.4.3) -------------------------------------------------------------------
+# -- ROI tables (the gang-aware eviction design's worked examples) ----------------------------------
 
 ROI_TABLES = [
     # (example, needed, victim, local, global, local score, global score, efficiency)
@@ -172,7 +172,7 @@ def test_roi_threshold_against_job_priority():
     # lowp ROI 0.9: a 0.1 gap -> the efficient (higher-priority) bundle goes first
     low = _whole(ssn, "ns/lowp", res(cpu=9), res(cpu=10))
     assert compare_bundles(low, high, needed, ssn=ssn) > 0
-    # with priority before ROI (seed §3.5.2 preempt ordering) priority wins again
+    # with priority before ROI (the gang-aware design's preempt ordering) priority wins again
     assert compare_bundles(low, high, needed, ssn=ssn, priority_before_roi=True) < 0
     # gang state beats everything: a Safe bundle of the high-priority job comes first
     safe_high = Bundle(SAFE, high.job, list(high.tasks), high.local_resources)

@@ -1,4 +1,4 @@
-"""Seed 001 scenario files (tests/data/scenarios/gang-aware): each passes its ``expected`` with the
+"""The gang-aware eviction design's scenario files (tests/data/scenarios/gang-aware): each passes its ``expected`` with the
 gang-aware flag as written, through the real cache, session, actions and plugins; the same files
 with the flag off (legacy) or without the topology plugin give the different outcomes their notes
 describe; and ``ha-testbed scenario run DIR --check`` accepts the directory."""

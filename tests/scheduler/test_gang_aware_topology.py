@@ -1,6 +1,6 @@
-"""The network-topology-aware plugin (seed 001 §2): hypernodes from node labels, the
-GangSearchSpaceFn for allocate (all domains) and eviction (top-K by cost to enter), hard/soft
-constraints, a running gang kept in its domain, and the arguments."""
+"""The network-topology-aware plugin (the gang-aware eviction design's search spaces): hypernodes
+from node labels, the GangSearchSpaceFn for allocate (all domains) and eviction (top-K by cost to
+enter), hard/soft constraints, a running gang kept in its domain, and the arguments."""
 from __future__ import annotations
 
 import pytest

@@ -147,7 +147,7 @@ def test_label_tiers_build_hypernodes_when_the_cluster_has_none():
 
 
 def test_gang_eviction_domains_are_the_hypernodes():
-    """Seed 001's GangSearchSpaceFn takes its domains from the session's HyperNodes (objects here,
+    """The gang-aware eviction design's GangSearchSpaceFn takes its domains from the session's HyperNodes (objects here,
     no labels): tier <= highestTierAllowed, the cluster top when the bound reaches it."""
     from ha.scheduler.framework.gang_eviction import PURPOSE_ALLOCATE, PURPOSE_EVICT
     ssn, p, _ = cluster(pods=[pod("g-0", "g", 1000), pod("g-1", "g", 1000)], pgs=[topo_pg("g", 2, tier=2)])

@@ -6,11 +6,11 @@ PrePredicate, so for a task that allocate skipped (queue overused: ``Allocatable
 ``PrePredicateFn``) the state-reading filters (NodePorts, InterPodAffinity, PodTopologySpread,
 VolumeBinding) answer ``Error`` ("reading ... from cycleState: not found"). That is a FitError that
 is not UnschedulableAndUnresolvable, so the task stays eligible and preempts again -- possibly on
-another node, which moves its nomination. Seen on real vc-scheduler v1.14.1 at ``-v 3`` (seed 000,
-cold standbys): of 207 preempt attempts by tasks whose pod carried a nomination, the 171 whose task
-allocate had skipped went on to preempt (170; 1 stopped by a terminating victim on the nominated
-node) and the 36 whose task allocate had predicated were "not eligible ... already schedulable".
-
+another node, which moves its nomination. Seen on real vc-scheduler v1.14.1 at ``-v 3``
+(examples/seed000-current-vs-proposed.yaml, cold standbys): of 207 preempt attempts by tasks whose
+pod carried a nomination, the 171 whose task allocate had skipped went on to preempt (170; 1 stopped
+by a terminating victim on the nominated node) and the 36 whose task allocate had predicated were
+"not eligible ... already schedulable".
 The model used to run the InterPodAffinity PreFilter on demand and pass, so such a task was never
 eligible again: its nomination never moved while its copy of the pod was fresh (docs/fidelity.md,
 allocation drift).

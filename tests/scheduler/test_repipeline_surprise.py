@@ -110,7 +110,7 @@ def test_without_drf_the_pr_unpipelines_and_repipelines_while_evictions_fail(nam
 
 
 def test_the_seed_rule_hits_the_same_assert():
-    """seed 000's fast-path un-pipeline fires the same DeallocateFunc on a task Pipelined before
+    """The PR description's fast-path un-pipeline (profile ``seed000``) fires the same DeallocateFunc on a task Pipelined before
     the session: with drf the exact-fit self-competition case panics (Volcano as written would)."""
     c, io = make_cache(profile("seed000"), nodes=[node("n1", 2000)], podgroups=[podgroup("pgp", 1)],
                        pods=[pod("p", "pgp", 2000, nominated="n1")])

@@ -1,9 +1,10 @@
-"""The session-level path to docs/volcano-semantics.md S4 that crashed the leader in seed 000's pr5045
-run (examples/README.md, "The 2 overcommitted node-ticks of pr5045"): a task Pipelined on A in the
-cache cannot use its own reservation (S1), allocate places it on B, AddBindTask refuses ("already
-on different node A"), the session un-allocates it to Pending, preempt pipelines it on B, and
-Cache.Pipeline -> NodeInfo.UpdateTask hits klog.Fatalf. With self-exclusion (pr5045-fixed) the task
-keeps its reservation on A in this configuration and nothing crashes."""
+"""The session-level path to docs/volcano-semantics.md S4 that crashed the leader in the pr5045 run
+of examples/seed000-current-vs-proposed.yaml (examples/README.md, "The 2 overcommitted node-ticks of
+pr5045"): a task Pipelined on A in the cache cannot use its own reservation (S1), allocate places it
+on B, AddBindTask refuses ("already on different node A"), the session un-allocates it to Pending,
+preempt pipelines it on B, and Cache.Pipeline -> NodeInfo.UpdateTask hits klog.Fatalf. With
+self-exclusion (pr5045-fixed) the task keeps its reservation on A in this configuration and nothing
+crashes."""
 from __future__ import annotations
 
 import pytest

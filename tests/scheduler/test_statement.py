@@ -44,7 +44,7 @@ def test_allocate_commit_binds_through_the_cache():
     stmt.allocate(t, n1)
     assert t.status == TaskStatus.ALLOCATED and t.node_name == "n1"
     assert cpu(n1.idle) == 1000 and cpu(n1.used) == 3000
-    assert t.pod["spec"]["nodeName"] == "n1"  # the shared pod is mutated (§4.6)
+    assert t.pod["spec"]["nodeName"] == "n1"  # the shared pod is mutated (docs/volcano-semantics.md S9)
     assert cache_task(c, "ns/j1").status == TaskStatus.PENDING  # nothing reached the cache yet
     stmt.commit()
     assert t.status == TaskStatus.BINDING
@@ -83,7 +83,7 @@ def test_discard_runs_in_reverse_and_is_not_idempotent():
     stmt.discard()
     assert [o.name for o in stmt.operations] == [OperationKind.ALLOCATE, OperationKind.PIPELINE]
     assert ev == [("dealloc", "j2"), ("dealloc", "j1")]  # reverse order
-    # Discard does not clear the list: a second discard repeats every handler (§6.2)
+    # Discard does not clear the list: a second discard repeats every handler (docs/volcano-semantics.md §6)
     stmt.discard()
     assert ev[2:] == [("dealloc", "j2"), ("dealloc", "j1")]
     assert x1.status == TaskStatus.RELEASING
@@ -104,7 +104,7 @@ def test_evict_commit_and_unevict_restores_running_even_for_bound():
     assert a1.status == TaskStatus.RELEASING
     assert cpu(n1.releasing) == 1000 and cpu(n1.idle) == 2000 and cpu(n1.used) == 2000
     stmt.discard()
-    assert a1.status == TaskStatus.RUNNING  # unevict: always Running (§6.1)
+    assert a1.status == TaskStatus.RUNNING  # unevict: always Running (docs/volcano-semantics.md §6)
     assert cpu(n1.releasing) == 0
     stmt2 = ssn.statement()
     stmt2.evict(a2, "reclaim")

@@ -82,7 +82,8 @@ def _pending(**md_extra) -> dict:
 
 @settings(max_examples=400, deadline=None)
 @given(pod=pods(), name=st.sampled_from(PROFILES))
-# the cases just outside the inlined Pending: seed 003's annotations, PR #5045's nominated node
+# the cases just outside the inlined Pending: the annotation-persistence design's annotations,
+# PR #5045's nominated node
 @example(pod=_pending(annotations={PIPELINED_STATUS_ANNOTATION: "true", PIPELINED_NODE_ANNOTATION: "n1"}),
          name="annotations")
 @example(pod=dict(_pending(), status={"phase": "Pending", "nominatedNodeName": "n2"}), name="pr5045")

@@ -1,9 +1,9 @@
 """The two un-pipeline rules of PR #5045 and the profiles that carry them, in multi-session runs
 (real cache, RecordingIO, real plugins; informer events applied by hand between sessions).
 
-* ``fastpath_unpipeline`` — seed 000's Problem 2 as written (ba1e9c5bd, profile ``seed000``): a
-  task Pipelined on its nominated node that no longer fits that node's FutureIdle is un-pipelined
-  in the session and goes through the normal node scan;
+* ``fastpath_unpipeline`` — the PR description's fix for a task competing with its own reservation,
+  as written (ba1e9c5bd, profile ``seed000``): a task Pipelined on its nominated node that no longer
+  fits that node's FutureIdle is un-pipelined in the session and goes through the normal node scan;
 * ``overflow_unpipeline`` — the PR head's pre-pass (2053c7114, profile ``pr5045``): a node whose
   Pipelined exceeds Idle + Releasing loses its lowest-priority reservations, in session and cache;
 * ``futureidle_unpipeline`` — the old name of ``overflow_unpipeline``, still accepted.
@@ -32,7 +32,7 @@ def test_seed000_is_the_seed_as_written_and_pr5045_the_head():
                     "informer_guard_pipelined", "reconstruct_pipelined", "update_task_on_bind"}
     head = set(PROFILES["pr5045"].enabled())
     assert head == (seed - {"fastpath_unpipeline"}) | {"overflow_unpipeline"}
-    # the fixes build on the head, not on the seed's rule
+    # the fixes build on the head, not on the PR description's rule
     for name in ("pr5045-fixed", "pr5045-s4fixed", "pr5045-s6fixed"):
         sw = PROFILES[name]
         assert sw.overflow_unpipeline and not sw.fastpath_unpipeline and sw.self_exclusion, name
@@ -61,7 +61,7 @@ def releasing_then_free(sw):
 
 
 @pytest.mark.parametrize("sw,binds", [
-    (profile("seed000"), True),                                 # the seed's rule frees the node
+    (profile("seed000"), True),                                 # the PR description's rule frees the node
     (profile("seed000", fastpath_unpipeline=False), False),     # without it: self-competition
     (profile("pr5045"), False),                                 # the head removed the rule (S1)
     (profile("pr5045-fixed"), True),                            # self-exclusion instead
@@ -84,8 +84,8 @@ def test_fastpath_unpipeline_lets_a_self_competing_task_bind(sw, binds):
 
 
 def test_fastpath_unpipeline_is_session_only_until_a_commit_replaces_the_task():
-    """The seed's UnPipeline is ba1e9c5bd's session-only call: when the node scan finds no other
-    place, the cache keeps the reservation and the session ends with the task Pending."""
+    """The PR description's UnPipeline is ba1e9c5bd's session-only call: when the node scan finds
+    no other place, the cache keeps the reservation and the session ends with the task Pending."""
     c, io = make_cache(profile("seed000"), nodes=[node("n1", 2000)],
                        podgroups=[podgroup("pgp", 1), podgroup("pgr", 1)],
                        pods=[pod("r", "pgr", 2000, node_name="n1", phase="Running"),
@@ -159,8 +159,8 @@ def test_overflow_unpipeline_moves_a_stale_reservation(sw, moved):
         assert io.binds == {"ns/p": "n2"} and c.nodes["n1"].pipelined.milli_cpu == 0
         assert ("ns/p", "") in [(k, s.get("nominatedNodeName")) for k, s in io.status_writes]
     else:
-        # seed000's fast path un-pipelines p in the session and the scan picks n2, but the cache
-        # still holds p Pipelined on n1: AddBindTask fails ("already on different node", S4) and
+        # the seed000 profile's fast path un-pipelines p in the session and the scan picks n2, but the
+        # cache still holds p Pipelined on n1: AddBindTask fails ("already on different node", S4) and
         # the reservation stays; without any rule the same happens from the plain node scan
         assert io.binds == {}
         assert any("different node" in e for e in res.errors), res.errors

@@ -1,4 +1,5 @@
-"""NodeInfo accounting (``api/node_info.go``; semantics doc §3)."""
+"""NodeInfo accounting (``api/node_info.go``): how adding, updating and removing a task of each
+status moves the node's Idle, Used, Releasing and Pipelined resources."""
 from __future__ import annotations
 
 import logging

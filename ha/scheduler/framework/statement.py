@@ -2,7 +2,8 @@
 
 Every mutating call changes only the session; the cache is touched at ``commit``. Commit runs the
 operations in order, ``discard`` in reverse; neither clears the operation list in v1.14.0
-(calling either twice repeats every handler — kept on purpose, §6.2).
+(calling either twice repeats every handler — kept on purpose; docs/volcano-semantics.md,
+"Statement").
 
 Behaviour switches (``ssn.switches``, PR #5045's design and its code / PR #5663):
 
@@ -114,7 +115,7 @@ class Statement:
             raise StatementError(str(e)) from e
 
     def _unevict(self, reclaimee: Any) -> None:
-        """Always back to Running, even if the task was Bound (§6.1)."""
+        """Always back to Running, even if the task was Bound (docs/volcano-semantics.md, "Statement")."""
         self._set_eviction_status(reclaimee, TaskStatus.RUNNING, "Running", "unevicting")
         self._fire_allocate(reclaimee)
 
@@ -155,7 +156,8 @@ class Statement:
 
     def _pipeline_commit(self, task: Any) -> None:
         """``cache.pipeline``: the cache decides by its switches what that means — nothing in
-        v1.14.0 (the decision is lost, §12.1), a persisted reservation with ``cache_pipeline``,
+        v1.14.0 (the decision is lost with the session: docs/volcano-semantics.md, "Closing a session"),
+        a persisted reservation with ``cache_pipeline``,
         only the nomination with ``sync_nominated_node`` alone."""
         self.ssn.cache.pipeline(task, task.node_name)
         self.ssn.pipeline_log.append((task.pod_key, task.node_name))
@@ -203,7 +205,8 @@ class Statement:
     # -- Allocate --------------------------------------------------------------------------------
     def allocate(self, task: Any, node_info: Any) -> None:
         """Allocated in the session (Idle -= r, Used += r); AllocateFunc; sets the *shared* pod's
-        spec.nodeName (never reset, §4.6). Raises StatementError on failure (caller un-allocates)."""
+        spec.nodeName (never reset: docs/volcano-semantics.md S9). Raises StatementError on failure
+        (caller un-allocates)."""
         errs: list[str] = []
         hostname = node_info.name
         pod = task.pod

@@ -2,7 +2,10 @@
 
 * JobValid: enough valid tasks per role and in total (Pending, Pipelined, Allocated statuses,
   Succeeded) to reach minMember.
-* JobReady / JobPipelined / JobStarving from the job's counters (semantics §2.3, §10).
+* JobReady / JobPipelined from the job's counters and per-role minimums (``is_ready`` /
+  ``is_pipelined`` and ``check_task_ready`` / ``check_task_pipelined`` of
+  ``ha/scheduler/api/job_info.py``, Volcano's ``api/job_info.go``); JobStarving from the counters
+  alone (``is_starving``).
 * Preemptable / Reclaimable: a victim only while its job keeps more than minMember ready tasks,
   counting down per job in the order the candidates are given.
 * JobOrder: jobs that are not ready first.

@@ -4,7 +4,7 @@ actions check resources themselves).
 Per node, in this order:
 1. pod count: fails (Unschedulable, "node(s) pod number exceeded") when the node's ``pods``
    allocatable ≤ the number of pods in the session's k8s view of the node, which counts every
-   task on it — Pipelined and Releasing included (semantics §11.5, §15 S9);
+   task on it — Pipelined and Releasing included (docs/volcano-semantics.md S9);
 2. NodeUnschedulable (always on): ``spec.unschedulable`` without the matching toleration;
 3. NodeAffinity (``predicate.NodeAffinityEnable``, default on): ``nodeSelector`` and required node
    affinity;
