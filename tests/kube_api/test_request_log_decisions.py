@@ -14,13 +14,17 @@ from ha.runtime.external.observe.request_log import DecisionExtractor  # noqa: E
 NS = "default"
 
 
+def _volcano_pod(v1, name: str):
+    return v1.create_namespaced_pod(NS, k.V1Pod(
+        metadata=k.V1ObjectMeta(name=name),
+        spec=k.V1PodSpec(scheduler_name="volcano", containers=[k.V1Container(name="main", image="busybox")])))
+
+
 def test_pod_writes_log_what_decisions_need(kube_front):
     api = kube_front.kubernetes_client()
     try:
         v1 = k.CoreV1Api(api)
-        pod = v1.create_namespaced_pod(NS, k.V1Pod(
-            metadata=k.V1ObjectMeta(name="p1"),
-            spec=k.V1PodSpec(scheduler_name="volcano", containers=[k.V1Container(name="main", image="busybox")])))
+        pod = _volcano_pod(v1, "p1")
         uid = pod.metadata.uid
         ep = kube_front.endpoint
         start = len(ep.requests)
@@ -67,9 +71,7 @@ def test_a_refused_status_write_logs_the_nomination_it_asked_for(kube_front):
     api = kube_front.kubernetes_client()
     try:
         v1 = k.CoreV1Api(api)
-        stale = v1.create_namespaced_pod(NS, k.V1Pod(
-            metadata=k.V1ObjectMeta(name="p2"),
-            spec=k.V1PodSpec(scheduler_name="volcano", containers=[k.V1Container(name="main", image="busybox")])))
+        stale = _volcano_pod(v1, "p2")
         fresh = v1.read_namespaced_pod("p2", NS)
         fresh.metadata.labels = {"touched": "yes"}
         v1.replace_namespaced_pod("p2", NS, fresh)       # the copy the scheduler holds is now stale
