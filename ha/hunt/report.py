@@ -139,7 +139,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|---|---|"]
         for k, r in enumerate(doc["signatures"], 1):
             mid, lo, hi = r["per_1000"]
-            needs = "?" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")
+            needs = "not known: not shrunk" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")
             sh = r["shrunk"]
             where = f"`{sh['experiment']}`" if sh else f"not shrunk: run {r['source_run']}"
             size = (f"{_size(sh['original'])} → **{_size(sh['final'])}**" if sh else "")
@@ -199,7 +199,7 @@ def print_findings(doc: dict[str, Any], echo: Callable[[str], None] = print) -> 
              f"{doc['crashed'][0]['error']}")
     for k, r in enumerate(doc["signatures"], 1):
         mid, lo, hi = r["per_1000"]
-        needs = "?" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")
+        needs = "not known: not shrunk" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")
         echo(f"{k}. {r['oracle']}: {r['roles']} | needs: {needs} | {r['count']} runs, {mid:g} [{lo:g}, {hi:g}] per 1,000")
         sh = r["shrunk"]
         if sh:

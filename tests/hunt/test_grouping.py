@@ -129,3 +129,18 @@ def test_a_failure_joins_the_signature_whose_needed_faults_its_run_applied(tmp_p
         h.shrinks[f"s{k}"] = {"id": f"s{k}", "group": g, "oracle": "fatal_cache_error", "source_run": 0,
                               "when": "x>0", "status": "done", "needs": ["never-applied"]}
     assert not [p for p in h._shrinks_to_start() if p["group"] == g]
+
+
+def test_a_shrink_covers_its_own_run_even_when_its_case_needs_a_kind_the_run_never_applied(tmp_path):
+    """The shrinker may swap a fault for a smaller kind the run never applied (a redis-restart for
+    the watch expiry it causes); the run the shrink started from is still its signature's, and no
+    second shrink of the same run starts."""
+    h = Hunt(HuntConfig(profile="pr5045", runs=10), tmp_path)
+    g = "overcommit · two binders"
+    h.records = {0: {"index": 0, "violations": [_violation("overcommit", "two binders", ["pause", "redis-restart"])]}}
+    (todo,) = h._shrinks_to_start()
+    h.shrinks = {todo["id"]: {"id": todo["id"], "group": g, "oracle": "overcommit", "source_run": 0,
+                              "when": "x>0", "status": "done", "needs": ["pause", "watch-expire"]}}
+    sigs, uncovered = h.assign()
+    assert [i for i, _ in sigs[todo["id"]]] == [0] and not uncovered
+    assert not h._shrinks_to_start()
