@@ -114,6 +114,13 @@ def build(h) -> dict[str, Any]:
             "judged": dict(sorted(judged.items())), "signatures": rows}
 
 
+def _needs(row: dict) -> str:
+    """A signature's needed fault kinds in words (known only once it is shrunk)."""
+    if row["needs"] is None:
+        return "not known: not shrunk"
+    return ", ".join(row["needs"]) or "no fault"
+
+
 def _size(s: dict | None) -> str:
     if not s:
         return "?"
@@ -139,7 +146,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|---|---|"]
         for k, r in enumerate(doc["signatures"], 1):
             mid, lo, hi = r["per_1000"]
-            needs = "not known: not shrunk" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")
+            needs = _needs(r)
             sh = r["shrunk"]
             where = f"`{sh['experiment']}`" if sh else f"not shrunk: run {r['source_run']}"
             size = (f"{_size(sh['original'])} → **{_size(sh['final'])}**" if sh else "")
@@ -150,7 +157,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines += [f"## {k}. {r['oracle']}: {r['roles']}", "",
                       f"* predicate: `{r['when']}`; runs: {', '.join(map(str, r['runs']))}"
                       + (" …" if r["count"] > len(r["runs"]) else ""),
-                      f"* fault kinds active at the violation (runs): "
+                      "* fault kinds active at the violation (runs): "
                       + (", ".join(f"{a} ({b})" for a, b in r["faults_active"].items()) or "none"),
                       f"* reproduce: `{r['reproduce']}`"]
             sh = r["shrunk"]
@@ -199,7 +206,7 @@ def print_findings(doc: dict[str, Any], echo: Callable[[str], None] = print) -> 
              f"{doc['crashed'][0]['error']}")
     for k, r in enumerate(doc["signatures"], 1):
         mid, lo, hi = r["per_1000"]
-        needs = "not known: not shrunk" if r["needs"] is None else (", ".join(r["needs"]) or "no fault")
+        needs = _needs(r)
         echo(f"{k}. {r['oracle']}: {r['roles']} | needs: {needs} | {r['count']} runs, {mid:g} [{lo:g}, {hi:g}] per 1,000")
         sh = r["shrunk"]
         if sh:
